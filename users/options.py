@@ -1,0 +1,5 @@
+"""STUB — replaced by the users work: add_arguments(parser) registers this package's Locust options."""
+
+
+def add_arguments(parser) -> None:
+    return None

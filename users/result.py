@@ -1,0 +1,103 @@
+"""The frozen per-request record every measurement comes from (DESIGN.md "Measurement definitions").
+
+A user builds exactly one :class:`GenerationResult` per LLM request and hands it to the recorder;
+nothing downstream re-reads the stream. All times are ``time.perf_counter()`` seconds.
+
+    r = GenerationResult(..., chunk_times=np.array([...]), chunk_tokens=np.array([...]))
+    r.ttft_s, r.e2e_s, r.tpot_s, r.decode_span_s, r.itl_samples(), r.inter_chunk_samples()
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+# Error kinds of DESIGN.md; a failed result carries exactly one.
+ERROR_KINDS = (
+    "http_4xx",
+    "http_5xx",
+    "http_429",
+    "timeout",
+    "connection",
+    "stream_cut",
+    "bad_chunk",
+    "empty",
+    "server_error",  # an error object inside an HTTP 200 stream
+)
+
+_EMPTY_F = np.zeros(0, dtype=np.float64)
+_EMPTY_I = np.zeros(0, dtype=np.int64)
+
+
+@dataclass(frozen=True, slots=True)
+class GenerationResult:
+    """One LLM request, timed on the client."""
+
+    user_class: str
+    """Locust user class name, e.g. ``StreamingChatUser``."""
+    name: str
+    """The Locust request name (endpoint and mode), e.g. ``POST /v1/chat/completions [stream]``."""
+    stage: str
+    """Name of the load stage the request was sent in (``"main"`` without a shape)."""
+    ok: bool
+    error_kind: str | None
+    """One of :data:`ERROR_KINDS` when not ok."""
+    error_message: str | None
+    t0: float
+    """Start: just before the request was written; in open-loop mode the scheduled send time."""
+    t_sent: float
+    """When the request was actually written (== t0 in closed loop)."""
+    t_end: float
+    """End of stream (``[DONE]`` or body end), or of the failure."""
+    chunk_times: np.ndarray = field(default_factory=lambda: _EMPTY_F)
+    """Arrival times of the token-bearing chunks, in order."""
+    chunk_tokens: np.ndarray = field(default_factory=lambda: _EMPTY_I)
+    """Tokens carried by each token-bearing chunk (k >= 1)."""
+    output_tokens: int = 0
+    prompt_tokens: int = 0
+    token_source: str = "usage"
+    """``usage`` when the server's usage was read, ``tokenizer`` when counted on the client."""
+    prompt_tokens_client: int | None = None
+    """The client tokenizer's prompt count (for the client/server mismatch ratio)."""
+    max_tokens: int = 0
+    batch_size: int = 1
+    """Prompts carried by this request (BatchCompletionUser), else 1."""
+    version: str | None = None
+    """Route version picked by the request fingerprint (``--route-table``), else None."""
+    wall_start: float = 0.0
+    """time.time() at t0, for labelling only."""
+
+    @property
+    def ttft_s(self) -> float | None:
+        return float(self.chunk_times[0] - self.t0) if len(self.chunk_times) else None
+
+    @property
+    def e2e_s(self) -> float:
+        return self.t_end - self.t0
+
+    @property
+    def client_queue_s(self) -> float:
+        return self.t_sent - self.t0
+
+    @property
+    def decode_span_s(self) -> float | None:
+        return float(self.chunk_times[-1] - self.chunk_times[0]) if len(self.chunk_times) else None
+
+    @property
+    def tpot_s(self) -> float | None:
+        if len(self.chunk_times) == 0 or self.output_tokens < 2:
+            return None
+        return float(self.chunk_times[-1] - self.chunk_times[0]) / (self.output_tokens - 1)
+
+    def inter_chunk_samples(self) -> np.ndarray:
+        """One gap per token-bearing chunk after the first."""
+        return np.diff(self.chunk_times)
+
+    def itl_samples(self) -> np.ndarray:
+        """k samples of g/k for each token-bearing chunk after the first (k tokens, g its gap)."""
+        if len(self.chunk_times) < 2:
+            return _EMPTY_F
+        gaps = np.diff(self.chunk_times)
+        k = self.chunk_tokens[1:]
+        return np.repeat(gaps / k, k)
