@@ -1,0 +1,76 @@
+"""Where the first token's time went: client TTFT against the server's TTFT, queue and prefill time,
+and client ITL against the server's ITL (seed section 3.2: first-token path vs decode path).
+
+Server quantities are Q objects read from vLLM's histograms over the same time span as the client
+figures. Quantiles do not add up, means do: the breakdown in words uses means —
+
+    client TTFT = server queue + server prefill + other server time + network & client
+
+where "other server time" = server TTFT − queue − prefill (tokenization, scheduling, detokenizing the
+first token) and "network & client" = client TTFT − server TTFT. Both remainders are stated, never
+hidden. The server's histograms count every request it served in the span, not only this client's.
+
+    d = decompose(client_ttft_q, client_itl_q, {"ttft": h_ttft, "queue": h_q, "prefill": h_p, "itl": h_itl})
+    d["ttft_server_ms"]["p99"], d["remainder_ms"]["network_client"], d["statement"]
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from telemetry.attribution.histogram import CumulativeHistogram
+
+# decomposition key -> server histogram short name
+SERVER_PARTS = {
+    "ttft_server_ms": "ttft",
+    "queue_ms": "queue",
+    "prefill_ms": "prefill",
+    "decode_ms": "decode",
+    "decode_itl_server_ms": "itl",
+}
+
+
+def _mean(q: Mapping | None) -> float | None:
+    return None if not q or q.get("count", 0) == 0 else q.get("mean")
+
+
+def _sub(a: float | None, *bs: float | None) -> float | None:
+    if a is None or any(b is None for b in bs):
+        return None
+    return a - sum(bs)  # type: ignore[arg-type]
+
+
+def _fmt(v: float | None) -> str:
+    return "?" if v is None else f"{v:.0f}"
+
+
+def decompose(
+    ttft_client: Mapping | None, itl_client: Mapping | None, server: Mapping[str, CumulativeHistogram]
+) -> dict:
+    """The ``decomposition`` section: Q objects (None where unknown), the mean remainders and a sentence."""
+    out: dict = {"ttft_client_ms": dict(ttft_client) if ttft_client else None}
+    for key, hist in SERVER_PARTS.items():
+        h = server.get(hist)
+        out[key] = h.to_q() if h is not None and h.count > 0 else None
+    out["itl_client_ms"] = dict(itl_client) if itl_client else None
+
+    c, s = _mean(out["ttft_client_ms"]), _mean(out["ttft_server_ms"])
+    queue, prefill = _mean(out["queue_ms"]), _mean(out["prefill_ms"])
+    network = _sub(c, s)
+    other = _sub(s, queue, prefill)
+    out["remainder_ms"] = {"network_client": network, "server_other": other}
+
+    if c is None:
+        statement = "no client TTFT"
+    elif s is None:
+        statement = f"client TTFT mean {_fmt(c)} ms; no server histograms to split it"
+    else:
+        statement = (
+            f"client TTFT mean {_fmt(c)} ms = server queue {_fmt(queue)} + prefill {_fmt(prefill)}"
+            f" + other server {_fmt(other)} + network & client {_fmt(network)} ms"
+        )
+    ic, iserv = _mean(out["itl_client_ms"]), _mean(out["decode_itl_server_ms"])
+    if ic is not None and iserv is not None:
+        statement += f"; ITL mean client {ic:.1f} ms vs server {iserv:.1f} ms"
+    out["statement"] = statement
+    return out

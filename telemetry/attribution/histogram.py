@@ -1,0 +1,91 @@
+"""Cumulative Prometheus histograms: deltas between two scrapes and quantiles from the buckets.
+
+vLLM exports its queue / prefill / decode / TTFT / ITL times as cumulative histograms. The time spent
+in a window is the bucket-wise difference of two scrapes; a quantile is read from that difference the
+way Prometheus' ``histogram_quantile`` does it: find the bucket holding the rank and interpolate
+linearly inside it (lower edge 0 for the first bucket; a rank in the ``+Inf`` bucket gives the highest
+finite bound).
+
+    h0 = CumulativeHistogram.from_buckets({0.1: 3, 0.5: 7, inf: 8}, total_sum=1.9)
+    h1 = CumulativeHistogram.from_buckets({0.1: 5, 0.5: 15, inf: 17}, total_sum=4.2)
+    d = h1 - h0                  # what happened between the two scrapes
+    d.quantile(0.99)             # seconds
+    d.to_q(scale=1000.0)         # Q object of DESIGN.md in milliseconds
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+QUANTILES = {"p50": 0.50, "p90": 0.90, "p95": 0.95, "p99": 0.99}
+
+
+@dataclass(frozen=True, slots=True)
+class CumulativeHistogram:
+    """Upper bounds (ascending, the last one ``+inf``) with cumulative counts, and the sum of values."""
+
+    bounds: tuple[float, ...]
+    cumulative: tuple[float, ...]
+    total_sum: float | None = None
+
+    @classmethod
+    def from_buckets(cls, buckets: Mapping[float | str, float], total_sum: float | None = None) -> CumulativeHistogram:
+        """Build from ``{le: cumulative count}``; ``le`` may be a Prometheus label string ("0.5", "+Inf")."""
+        pairs = sorted((float(le), float(c)) for le, c in buckets.items())
+        if not pairs or not math.isinf(pairs[-1][0]):
+            top = pairs[-1][1] if pairs else 0.0
+            pairs.append((math.inf, top))
+        return cls(tuple(b for b, _ in pairs), tuple(c for _, c in pairs), total_sum)
+
+    @property
+    def count(self) -> float:
+        return self.cumulative[-1] if self.cumulative else 0.0
+
+    def __sub__(self, earlier: CumulativeHistogram) -> CumulativeHistogram:
+        """Observations between ``earlier`` and this scrape. A counter reset (a count went down) means the
+        server restarted: then everything in this scrape is new."""
+        if earlier.bounds != self.bounds:
+            raise ValueError("histograms with different bucket bounds cannot be subtracted")
+        diff = tuple(a - b for a, b in zip(self.cumulative, earlier.cumulative, strict=True))
+        if any(d < 0 for d in diff):
+            return self
+        s = None
+        if self.total_sum is not None and earlier.total_sum is not None:
+            s = self.total_sum - earlier.total_sum
+        return CumulativeHistogram(self.bounds, diff, s)
+
+    def quantile(self, q: float) -> float | None:
+        """Prometheus ``histogram_quantile``; None when the histogram is empty."""
+        total = self.count
+        if total <= 0 or not 0.0 <= q <= 1.0:
+            return None
+        rank = q * total
+        prev_bound, prev_cum = 0.0, 0.0
+        for bound, cum in zip(self.bounds, self.cumulative, strict=True):
+            if cum >= rank and cum > prev_cum:
+                if math.isinf(bound):
+                    return prev_bound if len(self.bounds) > 1 else None
+                if bound <= 0:
+                    return bound
+                return prev_bound + (bound - prev_bound) * (rank - prev_cum) / (cum - prev_cum)
+            prev_bound, prev_cum = bound, cum
+        return None
+
+    def mean(self) -> float | None:
+        if self.total_sum is None or self.count <= 0:
+            return None
+        return self.total_sum / self.count
+
+    def to_q(self, scale: float = 1000.0) -> dict:
+        """DESIGN.md's Q object (``scale`` 1000 turns seconds into ms). ``max`` is None: a histogram only
+        bounds it, it does not know it."""
+        q: dict = {"count": int(round(self.count))}
+        mean = self.mean()
+        q["mean"] = None if mean is None else mean * scale
+        for key, p in QUANTILES.items():
+            v = self.quantile(p)
+            q[key] = None if v is None else v * scale
+        q["max"] = None
+        return q

@@ -1,0 +1,161 @@
+"""Spike report: windows whose client P99 TTFT or ITL is ``factor`` times the run's typical P99, with
+the server signals of the same window and a cause in words.
+
+The "run median" a window is compared with is the median, over the windows that have the figure, of
+that window figure (the typical tail, so a heavy but steady tail is not a spike); at least
+``min_windows`` windows must have it. The cause category comes from the first rule in :data:`CAUSES`
+that holds for the window, most specific first:
+
+- ``preemption``  — the server preempted requests in the window (KV blocks ran out; work is recomputed);
+- ``kv_pressure`` — KV-cache usage reached ``kv_full`` (default 0.95);
+- ``batching``    — requests were waiting while the batch (``num_requests_running``) was below
+                    ``size_ratio`` of the run's median batch;
+- ``queueing``    — requests were waiting in the server's queue;
+- ``unknown``     — none of these moved (look at the network, the client, or the model's own speed).
+
+    spikes = find_spikes(windows, SpikeRule(factor=2.0), wall_start=time.time() - elapsed)
+    spikes[0]["cause"]  # 'TTFT p99 3.1× at 12:03:10–12:03:20 with 41 waiting, KV 0.99, 12 preemptions'
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from telemetry.attribution.window import Window
+
+METRICS = {"ttft_p99_ms": "TTFT p99", "itl_p99_ms": "ITL p99"}
+
+
+@dataclass(frozen=True, slots=True)
+class SpikeRule:
+    factor: float = 2.0
+    """A window is a spike when its P99 > factor * the median window P99."""
+    kv_full: float = 0.95
+    size_ratio: float = 0.35
+    min_windows: int = 3
+
+
+@dataclass(frozen=True, slots=True)
+class RunContext:
+    rule: SpikeRule
+    running_median: float | None
+    """Median over windows of the window's median batch size."""
+
+
+def _preempted(w: Window, ctx: RunContext) -> bool:
+    return (w.preemptions or 0) > 0
+
+
+def _kv_full(w: Window, ctx: RunContext) -> bool:
+    return w.kv_usage_max is not None and w.kv_usage_max >= ctx.rule.kv_full
+
+
+def _batch_collapsed(w: Window, ctx: RunContext) -> bool:
+    return (
+        (w.waiting_max or 0) > 0
+        and w.running_median is not None
+        and ctx.running_median is not None
+        and w.running_median < ctx.running_median * ctx.rule.size_ratio
+    )
+
+
+def _queued(w: Window, ctx: RunContext) -> bool:
+    return (w.waiting_max or 0) > 0
+
+
+# Cause category -> rule, in priority order (dicts keep insertion order).
+CAUSES: dict[str, Callable[[Window, RunContext], bool]] = {
+    "preemption": _preempted,
+    "kv_pressure": _kv_full,
+    "batching": _batch_collapsed,
+    "queueing": _queued,
+}
+
+
+def cause_category(w: Window, ctx: RunContext) -> str:
+    return next((name for name, holds in CAUSES.items() if holds(w, ctx)), "unknown")
+
+
+def server_signals(w: Window) -> dict:
+    """The server figures of a window, as they go into the summary (None = not scraped)."""
+    return {
+        "running_median": w.running_median,
+        "waiting_max": w.waiting_max,
+        "kv_usage_max": w.kv_usage_max,
+        "preemptions": w.preemptions,
+        "queue_p99_ms": w.server_quantile_ms("queue", 0.99),
+        "prefill_p99_ms": w.server_quantile_ms("prefill", 0.99),
+        "ttft_p99_ms": w.server_quantile_ms("ttft", 0.99),
+        "itl_p99_ms": w.server_quantile_ms("itl", 0.99),
+    }
+
+
+def _span(w: Window, wall_start: float | None) -> str:
+    if wall_start is None:
+        return f"t={w.start_s:.0f}–{w.end_s:.0f}s"
+    clock = [time.strftime("%H:%M:%S", time.localtime(wall_start + t)) for t in (w.start_s, w.end_s)]
+    return "–".join(clock)
+
+
+def _num(v: float) -> str:
+    return f"{v:.0f}" if float(v).is_integer() else f"{v:.1f}"
+
+
+def describe(w: Window, metric: str, ratio: float, ctx: RunContext, wall_start: float | None) -> str:
+    """e.g. ``TTFT p99 3.1× at 12:03:10–12:03:20 with 41 waiting, KV 0.99, 12 preemptions``."""
+    parts = []
+    if w.waiting_max is not None:
+        parts.append(f"{_num(w.waiting_max)} waiting")
+    if w.kv_usage_max is not None:
+        parts.append(f"KV {w.kv_usage_max:.2f}")
+    if w.preemptions is not None:
+        parts.append(f"{_num(w.preemptions)} preemptions")
+    if w.running_median is not None:
+        typical = f" (run median {_num(ctx.running_median)})" if ctx.running_median is not None else ""
+        parts.append(f"batch {_num(w.running_median)}{typical}")
+    queue = w.server_quantile_ms("queue", 0.99)
+    if queue is not None:
+        parts.append(f"server queue p99 {queue:.0f} ms")
+    signals = f" with {', '.join(parts)}" if parts else " (no server metrics)"
+    return f"{METRICS[metric]} {ratio:.1f}× at {_span(w, wall_start)}{signals}"
+
+
+def find_spikes(
+    windows: Sequence[Window], rule: SpikeRule = SpikeRule(), wall_start: float | None = None
+) -> list[dict]:
+    """Spikes in time order (a window may spike in both metrics: then two entries)."""
+    batches = [w.running_median for w in windows if w.running_median is not None and w.requests > 0]
+    ctx = RunContext(rule, statistics.median(batches) if batches else None)
+    spikes: list[dict] = []
+    for metric in METRICS:
+        values = [v for w in windows if (v := w.metric(metric)) is not None]
+        if len(values) < rule.min_windows:
+            continue
+        typical = statistics.median(values)
+        if typical <= 0:
+            continue
+        for w in windows:
+            v = w.metric(metric)
+            if v is None or v <= rule.factor * typical:
+                continue
+            ratio = v / typical
+            category = cause_category(w, ctx)
+            spikes.append(
+                {
+                    "start_s": w.start_s,
+                    "end_s": w.end_s,
+                    "window": w.index,
+                    "metric": metric,
+                    "value_ms": v,
+                    "run_median_ms": typical,
+                    "ratio": ratio,
+                    "server": server_signals(w),
+                    "category": category,
+                    "cause": f"{describe(w, metric, ratio, ctx, wall_start)} → {category.replace('_', ' ')}",
+                }
+            )
+    spikes.sort(key=lambda s: (s["start_s"], s["metric"]))
+    return spikes

@@ -1,0 +1,45 @@
+"""TTFT decomposition: client vs server TTFT, queue and prefill, and the stated remainders."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from telemetry.attribution.decompose import decompose
+from telemetry.attribution.histogram import CumulativeHistogram
+
+
+def _h(buckets: dict, total: float) -> CumulativeHistogram:
+    return CumulativeHistogram.from_buckets({**buckets, math.inf: max(buckets.values())}, total_sum=total)
+
+
+def test_means_add_up_and_remainders_are_stated():
+    server = {
+        "ttft": _h({0.25: 10, 0.5: 100}, total=35.0),  # mean 350 ms
+        "queue": _h({0.1: 60, 0.25: 100}, total=8.0),  # mean 80 ms
+        "prefill": _h({0.25: 70, 0.5: 100}, total=25.0),  # mean 250 ms
+        "itl": _h({0.025: 9000, 0.05: 10000}, total=220.0),  # mean 22 ms
+    }
+    ttft_client = {"count": 100, "mean": 412.0, "p50": 390.0, "p90": 470.0, "p95": 490.0, "p99": 520.0, "max": 530.0}
+    itl_client = {"count": 10000, "mean": 23.5, "p50": 22.0, "p90": 30.0, "p95": 33.0, "p99": 40.0, "max": 60.0}
+    d = decompose(ttft_client, itl_client, server)
+    assert d["ttft_client_ms"]["p99"] == 520.0
+    assert d["ttft_server_ms"]["mean"] == pytest.approx(350.0)
+    assert d["queue_ms"]["mean"] == pytest.approx(80.0) and d["prefill_ms"]["mean"] == pytest.approx(250.0)
+    assert d["decode_itl_server_ms"]["count"] == 10000
+    assert d["remainder_ms"]["network_client"] == pytest.approx(62.0)
+    assert d["remainder_ms"]["server_other"] == pytest.approx(20.0)
+    assert d["statement"] == (
+        "client TTFT mean 412 ms = server queue 80 + prefill 250 + other server 20 + network & client 62 ms"
+        "; ITL mean client 23.5 ms vs server 22.0 ms"
+    )
+    assert d["decode_ms"] is None  # no decode-time histogram given
+
+
+def test_without_server_histograms():
+    q = {"count": 5, "mean": 100.0, "p50": 90.0, "p90": 120.0, "p95": 130.0, "p99": 140.0, "max": 150.0}
+    d = decompose(q, None, {})
+    assert d["ttft_server_ms"] is None and d["queue_ms"] is None
+    assert d["remainder_ms"] == {"network_client": None, "server_other": None}
+    assert "no server histograms" in d["statement"]
