@@ -14,6 +14,7 @@ from tokenizer_checks.options import add_arguments as add_routing_options
 from users import BatchCompletionUser, StreamingChatUser, StreamingCompletionUser  # noqa: F401
 from users.options import add_arguments as add_user_options
 from users.plugin import install as install_users
+from webui.plugin import install as install_webui
 
 
 @events.init_command_line_parser.add_listener
@@ -29,3 +30,4 @@ def _install(environment, **_kw):
     install_users(environment)
     install_shapes(environment)
     install_telemetry(environment)
+    install_webui(environment)

@@ -1,0 +1,126 @@
+"""webui.plugin on a real Locust Environment + WebUI (Flask test client, no socket, no browser)."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import re
+import sys
+
+import pytest
+from locust import User, constant, task
+from locust.env import Environment
+
+from webui.plugin import REPORT_HREF, install
+from webui.table import STRUCTURE, TAB_KEY
+
+
+class _Idle(User):
+    wait_time = constant(1)
+
+    @task
+    def nothing(self):
+        pass
+
+
+class FakeHub:
+    """Stands in for telemetry's hub: live() returns whatever the test sets."""
+
+    def __init__(self, live: dict | None = None, error: Exception | None = None):
+        self.value = live or {}
+        self.error = error
+        self.calls = 0
+
+    def live(self) -> dict:
+        self.calls += 1
+        if self.error:
+            raise self.error
+        return self.value
+
+
+def q(p50: float, p99: float) -> dict:
+    return {"count": 5, "mean": p50, "p50": p50, "p90": p99, "p95": p99, "p99": p99, "max": p99}
+
+
+@pytest.fixture
+def env(monkeypatch):
+    monkeypatch.setattr(sys, "argv", ["locust"])  # the web UI re-parses sys.argv for its extra options
+    environment = Environment(user_classes=[_Idle])
+    environment.create_local_runner()
+    web_ui = environment.create_web_ui("127.0.0.1", 0, delayed_start=True)
+    yield environment
+    assert web_ui.server is None  # never started: the test client needs no socket
+    environment.runner.quit()
+
+
+def _stats(client) -> dict:
+    r = client.get("/stats/requests")
+    assert r.status_code == 200
+    return r.get_json()
+
+
+def test_tab_table_and_links_are_declared_in_template_args(env):
+    install(env)
+    args = env.web_ui.template_args
+    assert {"title": "LLM", "key": TAB_KEY} in args["extendedTabs"]
+    assert {"key": TAB_KEY, "structure": STRUCTURE} in args["extendedTables"]
+    assert REPORT_HREF in [f["href"] for f in args["extendedCsvFiles"]]
+    # they survive Locust's own refresh and reach the page
+    html = env.web_ui.app.test_client().get("/").get_data(as_text=True)
+    args_json = json.loads(re.search(r"window\.templateArgs = (\{.*\})", html).group(1))
+    assert args_json["extendedTabs"][-1] == {"title": "LLM", "key": TAB_KEY}
+
+
+def test_stats_payload_carries_live_rows_and_follows_changes(env):
+    hub = FakeHub({"ttft_ms": q(100.0, 400.0), "stages": [{"name": "users=4", "users": 4, "ttft_ms": q(90.0, 300.0)}]})
+    env.llm_telemetry = hub
+    install(env)
+    client = env.web_ui.app.test_client()
+    payload = _stats(client)
+    assert "stats" in payload and "errors" in payload  # Locust's own fields are untouched
+    (entry,) = [e for e in payload["extended_stats"] if e["key"] == TAB_KEY]
+    assert [r["stage"] for r in entry["data"]] == ["all", "users=4"]
+    assert entry["data"][1]["ttft_p99"] == "300.0"
+    assert hub.calls >= 1
+
+
+def test_hub_errors_leave_the_stats_page_working(env, caplog):
+    env.llm_telemetry = FakeHub(error=RuntimeError("boom"))
+    install(env)
+    payload = _stats(env.web_ui.app.test_client())
+    assert payload["extended_stats"] == [{"key": TAB_KEY, "data": []}]
+    assert "live() failed" in caplog.text
+
+
+def test_without_hub_the_tab_is_empty(env):
+    install(env)
+    payload = _stats(env.web_ui.app.test_client())
+    assert payload["extended_stats"] == [{"key": TAB_KEY, "data": []}]
+
+
+def test_live_json_and_csv_routes(env):
+    env.llm_telemetry = FakeHub({"itl_ms": q(8.0, 30.0), "tokens": {"output_per_s": 123.45}})
+    install(env)
+    client = env.web_ui.app.test_client()
+    body = client.get("/llm/live").get_json()
+    assert body["live"]["tokens"]["output_per_s"] == 123.45
+    assert body["rows"][0]["itl_p99"] == "30.0"
+    r = client.get("/llm/live.csv")
+    assert r.status_code == 200 and r.mimetype == "text/csv"
+    header, first = list(csv.reader(io.StringIO(r.get_data(as_text=True))))
+    assert header[0] == "Stage" and first[0] == "all"
+    assert first[header.index("Output tok/s")] == "123.5"
+
+
+def test_other_routes_are_not_rewritten(env):
+    env.llm_telemetry = FakeHub({"ttft_ms": q(1.0, 2.0)})
+    install(env)
+    body = env.web_ui.app.test_client().get("/tasks").get_json()
+    assert "extended_stats" not in body
+
+
+def test_no_web_ui_no_tab():
+    environment = Environment(user_classes=[_Idle])
+    install(environment)  # headless / worker: nothing to do, and no error
+    assert environment.web_ui is None

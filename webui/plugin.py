@@ -1,0 +1,111 @@
+"""An "LLM" tab in Locust's own web UI, through its extension points (no custom front-end build).
+
+Locust's UI shows extra tabs listed in ``template_args["extendedTabs"]``; a tab whose key has an entry in
+``extendedTables`` renders a table whose rows come from the ``extended_stats`` list of the
+``/stats/requests`` payload, which the UI polls every 2 s. This module declares the tab and table, adds the
+rows to that payload (an ``after_request`` hook), adds links to the "Download Data" tab
+(``extendedCsvFiles``: the HTML report at ``/llm/report`` and the live table as JSON/CSV), and serves
+``/llm/live`` (the hub's ``live()`` dict) and ``/llm/live.csv``.
+
+Only a process with a web UI (a local run or the master, not headless, not a worker) gets the tab.
+
+    from webui.plugin import install    # in locustfile.py's init listener
+    install(environment)
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import logging
+from typing import Any
+
+from flask import Blueprint, Response, jsonify, request
+
+from webui.table import COLUMNS, STRUCTURE, TAB_KEY, llm_rows
+
+log = logging.getLogger(__name__)
+
+STATS_ENDPOINT = "locust.request_stats"
+REPORT_HREF = "./llm/report"
+
+
+class LLMTab:
+    """Registers the LLM tab on one web UI; reads ``environment.llm_telemetry.live()`` on each poll."""
+
+    def __init__(self, environment) -> None:
+        self.environment = environment
+        self._warned = False
+
+    def live(self) -> dict[str, Any]:
+        hub = getattr(self.environment, "llm_telemetry", None)
+        if hub is None or not hasattr(hub, "live"):
+            return {}
+        try:
+            return hub.live() or {}
+        except Exception:  # a telemetry bug must not break Locust's own stats page
+            if not self._warned:
+                log.exception("LLM tab: llm_telemetry.live() failed; the tab shows no rows")
+                self._warned = True
+            return {}
+
+    def rows(self) -> list[dict[str, str]]:
+        return llm_rows(self.live())
+
+    def register(self, web_ui) -> None:
+        web_ui.template_args["extendedTabs"] = [
+            *[t for t in web_ui.template_args.get("extendedTabs") or [] if t.get("key") != TAB_KEY],
+            {"title": "LLM", "key": TAB_KEY},
+        ]
+        web_ui.template_args["extendedTables"] = [
+            *[t for t in web_ui.template_args.get("extendedTables") or [] if t.get("key") != TAB_KEY],
+            {"key": TAB_KEY, "structure": STRUCTURE},
+        ]
+        web_ui.template_args["extendedCsvFiles"] = [
+            *(web_ui.template_args.get("extendedCsvFiles") or []),
+            {"href": REPORT_HREF, "title": "LLM report (HTML, --llm-report)"},
+            {"href": "./llm/live.csv", "title": "LLM live table (CSV)"},
+            {"href": "./llm/live", "title": "LLM live figures (JSON)"},
+        ]
+        web_ui.app.after_request(self._add_rows)
+        web_ui.app.register_blueprint(self._blueprint())
+
+    def _add_rows(self, response: Response) -> Response:
+        if request.endpoint != STATS_ENDPOINT or response.status_code != 200 or not response.is_json:
+            return response
+        payload = response.get_json()
+        extended = [e for e in payload.get("extended_stats") or [] if e.get("key") != TAB_KEY]
+        payload["extended_stats"] = [*extended, {"key": TAB_KEY, "data": self.rows()}]
+        response.set_data(json.dumps(payload))
+        return response
+
+    def _blueprint(self) -> Blueprint:
+        bp = Blueprint("llm_tab", __name__)
+
+        @bp.route("/llm/live")
+        def live_json() -> Response:
+            return jsonify({"rows": self.rows(), "live": self.live()})
+
+        @bp.route("/llm/live.csv")
+        def live_csv() -> Response:
+            buf = io.StringIO()
+            writer = csv.writer(buf)
+            writer.writerow([title for _, title in COLUMNS])
+            for r in self.rows():
+                writer.writerow([r[key] for key, _ in COLUMNS])
+            return Response(
+                buf.getvalue(),
+                mimetype="text/csv",
+                headers={"Content-Disposition": "attachment;filename=llm_live.csv"},
+            )
+
+        return bp
+
+
+def install(environment) -> None:
+    """Add the LLM tab when this process serves the web UI; otherwise do nothing."""
+    web_ui = getattr(environment, "web_ui", None)
+    if web_ui is None:
+        return
+    LLMTab(environment).register(web_ui)
