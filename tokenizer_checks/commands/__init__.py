@@ -1,0 +1,11 @@
+"""Registry of the CLI's commands: name -> module with ``HELP``, ``add_arguments(parser)``, ``run(args)``."""
+
+from __future__ import annotations
+
+from types import ModuleType
+
+from tokenizer_checks.commands import drift
+
+COMMANDS: dict[str, ModuleType] = {
+    "drift": drift,
+}
