@@ -38,13 +38,13 @@ run: install
 	$(BIN)/python -m scripts.demo --users 16 --run-time 60 --out results
 
 test: install system-deps vllm-env
-	$(BIN)/python -m pytest -q -p no:cacheprovider tests
+	REQUIRE_VLLM=1 $(BIN)/python -m pytest -q -p no:cacheprovider tests
 
 test-fast: install system-deps
 	$(BIN)/python -m pytest -q -p no:cacheprovider -m "not vllm" tests
 
 test-vllm: install vllm-env
-	$(BIN)/python -m pytest -q -p no:cacheprovider -m vllm tests
+	REQUIRE_VLLM=1 $(BIN)/python -m pytest -q -p no:cacheprovider -m vllm tests
 
 # The real vLLM CPU engine in its own venv and the tiny DeepSeek-tokenizer model (both once).
 vllm-env: install
