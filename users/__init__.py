@@ -1,11 +1,11 @@
-"""Locust users for OpenAI-compatible LLM servers (STUB — replaced by the users work)."""
-from locust import User
+"""Locust users for OpenAI-compatible LLM servers, timed per token on the client.
 
-class StreamingChatUser(User):
-    abstract = True
+    from users import StreamingChatUser, StreamingCompletionUser, BatchCompletionUser
 
-class StreamingCompletionUser(User):
-    abstract = True
+See :mod:`users.base` for the users, :mod:`users.client` for the request/timing path, :mod:`users.sse`
+for the SSE framer and :mod:`users.tally` for how chunks are classified.
+"""
 
-class BatchCompletionUser(User):
-    abstract = True
+from users.base import BatchCompletionUser, LLMUser, StreamingChatUser, StreamingCompletionUser
+
+__all__ = ["LLMUser", "StreamingChatUser", "StreamingCompletionUser", "BatchCompletionUser"]

@@ -1,5 +1,151 @@
-"""STUB — replaced by the users work: add_arguments(parser) registers this package's Locust options."""
+"""Request options of the LLM users (DESIGN.md "Locust options"), each with a validator.
+
+A bad value stops Locust at start with argparse's message, e.g.
+``locust: error: argument --input-len: bad length SPEC 'foo:1': ...; expected one of fixed:N, ...``
+(exit code 2, no traceback). Validators return the normalized STRING, not a parsed object: values
+travel to workers and through the web UI as text and are parsed again in ``test_start``.
+
+    locust -f locustfile.py --input-len zipf:1.2:16:4096 --output-len fixed:256 --no-ignore-eos
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from tokenizer_checks.bundled import DEFAULT_TOKENIZER, TokenizerNotFound, load_tokenizer
+from workload.datasets import load_prompt_file
+from workload.lengths import parse_spec
+
+
+def length_spec(value: str) -> str:
+    try:
+        return str(parse_spec(value))
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def positive_int(value: str) -> int:
+    try:
+        n = int(value)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {value!r}")
+    return n
+
+
+def seconds(value: str) -> float:
+    try:
+        s = float(value)
+    except ValueError:
+        s = -1.0
+    if not 0 < s < 1e7:
+        raise argparse.ArgumentTypeError(f"expected seconds > 0 (e.g. 30 or 2.5), got {value!r}")
+    return s
+
+
+def seed(value: str) -> int:
+    try:
+        n = int(value)
+    except ValueError:
+        n = -1
+    if n < 0:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {value!r}")
+    return n
+
+
+def tokenizer_name(value: str) -> str:
+    try:
+        load_tokenizer(value)
+    except (TokenizerNotFound, OSError, ValueError) as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+    return value
+
+
+def prompt_file(value: str) -> str:
+    if not value:
+        return value
+    try:
+        load_prompt_file(value)
+    except (ValueError, OSError) as e:
+        raise argparse.ArgumentTypeError(
+            f'{e} (expected a JSONL file of {{"prompt": ...}} or ShareGPT records)'
+        ) from None
+    return str(Path(value).expanduser())
 
 
 def add_arguments(parser) -> None:
-    return None
+    add = parser.add_argument
+    add(
+        "--model",
+        default=None,
+        env_var="LOCUST_MODEL",
+        help="Model name sent in requests (default: first id of GET /v1/models)",
+    )
+    add(
+        "--api-key",
+        default=None,
+        env_var="LOCUST_API_KEY",
+        is_secret=True,
+        help="Bearer token for the server (default: $OPENAI_API_KEY); never logged",
+    )
+    add(
+        "--input-len",
+        type=length_spec,
+        default="fixed:512",
+        env_var="LOCUST_INPUT_LEN",
+        help="Prompt length SPEC in tokens: fixed:N | uniform:LO:HI | normal:MEAN:STD[:LO:HI] | "
+        "lognormal:MEDIAN:SIGMA[:LO:HI] | zipf:ALPHA:LO:HI | file:PATH",
+    )
+    add(
+        "--output-len",
+        type=length_spec,
+        default="fixed:256",
+        env_var="LOCUST_OUTPUT_LEN",
+        help="Output length SPEC (max_tokens per request), same forms as --input-len",
+    )
+    add(
+        "--ignore-eos",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        env_var="LOCUST_IGNORE_EOS",
+        help="Ask the server to ignore EOS and generate exactly max_tokens (min_tokens = max_tokens)",
+    )
+    add(
+        "--tokenizer",
+        type=tokenizer_name,
+        default=DEFAULT_TOKENIZER,
+        env_var="LOCUST_TOKENIZER",
+        help="Tokenizer for prompts and counts: a path to tokenizer.json (or its folder) or deepseek-v2, "
+        "deepseek-v3, deepseek-v4, r1-distill-llama, qwen2.5",
+    )
+    add(
+        "--prompt-file",
+        type=prompt_file,
+        default="",
+        env_var="LOCUST_PROMPT_FILE",
+        help='JSONL prompts ({"prompt": ...} or ShareGPT conversations) instead of synthetic ones',
+    )
+    add(
+        "--batch-size",
+        type=positive_int,
+        default=8,
+        env_var="LOCUST_BATCH_SIZE",
+        help="Prompts per request for BatchCompletionUser",
+    )
+    add(
+        "--request-timeout",
+        type=seconds,
+        default=300.0,
+        env_var="LOCUST_REQUEST_TIMEOUT",
+        help="Fail a request (kind 'timeout') when no byte arrives for this many seconds",
+    )
+    add("--seed", type=seed, default=0, env_var="LOCUST_SEED", help="Random seed; each worker uses seed + worker index")
+    add(
+        "--align-prompts",
+        action="store_true",
+        default=False,
+        env_var="LOCUST_ALIGN_PROMPTS",
+        help="Re-cut synthetic prompts so the server's /tokenize count matches the drawn length",
+    )

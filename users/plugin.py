@@ -1,5 +1,73 @@
-"""STUB — replaced by the users work: install(environment) registers this package's listeners."""
+"""Wire the users into a Locust Environment: ``install(environment)`` from the locustfile's init listener.
+
+Creates ``environment.llm_inflight`` and, at every ``test_start`` on a process that runs users (local
+or worker, not the master), ``environment.llm_users`` (:class:`~users.settings.RunSettings`): options
+parsed, the model resolved once per process from ``GET /v1/models`` unless ``--model`` names it, and
+the client/server prompt-token counts compared through ``/tokenize`` (:mod:`users.align`).
+"""
+
+from __future__ import annotations
+
+import logging
+
+import gevent
+from locust.runners import MasterRunner
+
+from users.align import check
+from users.inflight import Inflight
+from users.server_info import ServerUnreachable, first_model, json_poster
+from users.settings import RunSettings
+from workload.prompts import SyntheticPrompts
+
+log = logging.getLogger(__name__)
+
+
+class UsersPlugin:
+    def __init__(self, environment) -> None:
+        self.environment = environment
+        self._models: dict[str, str | None] = {}
+
+    def register(self) -> None:
+        self.environment.llm_inflight = Inflight()
+        self.environment.events.test_start.add_listener(self._on_test_start)
+
+    def close(self) -> None:
+        self.environment.events.test_start.remove_listener(self._on_test_start)
+
+    def _on_test_start(self, environment, **_kw) -> None:
+        if isinstance(environment.runner, MasterRunner):
+            return
+        try:
+            settings = RunSettings.from_options(
+                environment.parsed_options, getattr(environment.runner, "worker_index", 0)
+            )
+        except ValueError as e:  # values typed in the web UI skip argparse's validators
+            log.error("LLM users: %s", e)
+            if environment.runner is not None:
+                gevent.spawn_later(0, environment.runner.quit)
+            return
+        environment.llm_users = settings
+        host = environment.host or ""
+        if not host:
+            return
+        if settings.model is None:
+            settings.model = self._model(host, settings.headers(False))
+        post = json_poster(host, settings.headers(False))
+        for chat in (True, False):
+            source = settings.source(chat)
+            if isinstance(source, SyntheticPrompts):
+                check(post, source, settings.rng, settings.model, settings.align_prompts)
+
+    def _model(self, host: str, headers: dict[str, str]) -> str | None:
+        if host not in self._models:
+            try:
+                self._models[host] = first_model(host, headers)
+                log.info("LLM users: model %r (first of %s/v1/models)", self._models[host], host.rstrip("/"))
+            except ServerUnreachable as e:
+                log.error("LLM users: %s. Requests go out without a model name; pass --model to set one.", e)
+                self._models[host] = None
+        return self._models[host]
 
 
 def install(environment) -> None:
-    return None
+    UsersPlugin(environment).register()

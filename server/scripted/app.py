@@ -1,0 +1,324 @@
+"""The scripted server: a bare asyncio HTTP/1.1 protocol (keep-alive, chunked SSE), no framework.
+
+Routes: ``POST /v1/chat/completions``, ``POST /v1/completions`` (streaming or not, ``prompt`` may be a
+list), ``GET /v1/models``, ``POST /tokenize`` (unless ``--no-tokenize``), ``GET /stats``, ``GET /health``.
+Faults (``--fault``, rotated over every ``--fault-every``-th completion request):
+
+    500 / 429  an HTTP error with a vLLM-style JSON error body, at once
+    cut        half the tokens, then the connection is dropped (no end of the chunked body)
+    junk       half the tokens, then a ``data:`` line that is not JSON, then the rest
+    stall      half the tokens, then silence for ``--stall-s`` seconds, then the connection is dropped
+    nodone     the whole stream and its usage, but no ``data: [DONE]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import itertools
+import signal
+import sys
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+
+import orjson
+
+FAULTS = ("500", "429", "cut", "junk", "stall", "nodone")
+_WORDS = (" the", " of", " and", " to", " in", " is", " for", " on", " that", " with", " as", " by")
+_REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 429: "Too Many Requests", 500: "Internal Server Error"}
+_SSE_HEAD = (
+    b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream; charset=utf-8\r\ncache-control: no-cache\r\n"
+    b"transfer-encoding: chunked\r\n\r\n"
+)
+
+
+@dataclass
+class Script:
+    ttft: float
+    itl: float
+    k: int
+    output_tokens: int | None
+    faults: tuple[str, ...] = ()
+    fault_every: int = 1
+    stall_s: float = 30.0
+    model: str = "scripted"
+    tokenizer: object | None = None
+    prompt_offset: int = 0
+    tokenize: bool = True
+    stats: Counter = field(default_factory=Counter)
+
+    def fault_for(self, number: int) -> str | None:
+        if not self.faults or number % self.fault_every:
+            return None
+        return self.faults[(number // self.fault_every - 1) % len(self.faults)]
+
+    def count_prompt(self, body: dict, chat: bool) -> int:
+        if chat:
+            from tokenizer_checks.bundled import render_chat  # noqa: PLC0415
+
+            texts = [render_chat(body.get("messages") or [])]
+            special = False
+        else:
+            prompt = body.get("prompt", "")
+            texts = prompt if isinstance(prompt, list) else [prompt]
+            special = True
+        if self.tokenizer is None:
+            return sum(max(1, len(str(t)) // 4) for t in texts) + self.prompt_offset
+        enc = self.tokenizer.encode_batch([str(t) for t in texts], add_special_tokens=special)
+        return sum(len(e.ids) for e in enc) + self.prompt_offset * len(texts)
+
+
+def _chunk(payload: bytes) -> bytes:
+    """One SSE event as one HTTP chunk."""
+    event = b"data: " + payload + b"\n\n"
+    return b"%x\r\n%b\r\n" % (len(event), event)
+
+
+class Stream:
+    """Writes one streaming response on the request's own clock."""
+
+    def __init__(self, proto: Connection, body: dict, chat: bool, prompt_tokens: int, fault: str | None) -> None:
+        s = proto.script
+        self.proto, self.script, self.chat, self.fault = proto, s, chat, fault
+        self.n = int(s.output_tokens or body.get("max_tokens") or 16)
+        opts = body.get("stream_options") or {}
+        self.usage = bool(opts.get("include_usage"))
+        self.continuous = self.usage and bool(opts.get("continuous_usage_stats"))
+        self.prompt_tokens = prompt_tokens
+        rid = next(proto.ids)
+        kind = "chat.completion.chunk" if chat else "text_completion"
+        self.head = b'{"id":"cmpl-%d","object":"%b","created":%d,"model":"%b","choices":[' % (
+            rid,
+            kind.encode(),
+            int(time.time()),
+            s.model.encode(),
+        )
+
+    def _choice(self, text: str, finish: bytes) -> bytes:
+        t = orjson.dumps(text)
+        if self.chat:
+            return b'{"index":0,"delta":{"content":%b},"logprobs":null,"finish_reason":%b}' % (t, finish)
+        return b'{"index":0,"text":%b,"logprobs":null,"finish_reason":%b,"stop_reason":null}' % (t, finish)
+
+    def _usage(self, done: int) -> bytes:
+        p = self.prompt_tokens
+        return b'{"prompt_tokens":%d,"total_tokens":%d,"completion_tokens":%d}' % (p, p + done, done)
+
+    def _event(self, choices: bytes, done: int | None) -> bytes:
+        tail = b"]}" if done is None else b'],"usage":' + self._usage(done) + b"}"
+        return _chunk(self.head + choices + tail)
+
+    async def run(self, t_start: float) -> None:
+        loop = asyncio.get_running_loop()
+        s, write = self.script, self.proto.transport.write
+        write(_SSE_HEAD)
+        if self.chat:  # role-only chunk at once, like vLLM: it carries no token
+            role = b'{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}'
+            write(self._event(role, 0 if self.continuous else None))
+        n, k = self.n, s.k
+        chunks = -(-n // k)
+        half = chunks // 2
+        done = 0
+        words = itertools.cycle(_WORDS)
+        for j in range(chunks):
+            delay = t_start + s.ttft + j * k * s.itl - loop.time()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            if self.proto.closed:
+                return
+            if j == half and self.fault in ("cut", "stall"):
+                if self.fault == "stall":
+                    await asyncio.sleep(s.stall_s)
+                self.proto.transport.abort()
+                return
+            if j == half and self.fault == "junk":
+                write(_chunk(b'{"choices": [{"delta": {"content": "oops'))
+            take = min(k, n - done)
+            done += take
+            finish = b'"length"' if done == n else b"null"
+            text = "".join(next(words) for _ in range(take))
+            write(self._event(self._choice(text, finish), done if self.continuous else None))
+        if self.usage:
+            write(_chunk(self.head + b'],"usage":' + self._usage(done) + b"}"))
+        if self.fault != "nodone":
+            write(_chunk(b"[DONE]"))
+        write(b"0\r\n\r\n")
+        s.stats["completed"] += 1
+
+
+class Connection(asyncio.Protocol):
+    """One client connection: parse requests one at a time, answer them."""
+
+    ids = itertools.count(1)
+
+    def __init__(self, script: Script) -> None:
+        self.script = script
+        self.buf = b""
+        self.busy = False
+        self.closed = False
+        self.transport: asyncio.Transport
+
+    def connection_made(self, transport) -> None:  # type: ignore[override]
+        self.transport = transport
+
+    def connection_lost(self, exc) -> None:
+        self.closed = True
+
+    def data_received(self, data: bytes) -> None:
+        self.buf += data
+        if not self.busy:
+            self._next()
+
+    def _next(self) -> None:
+        end = self.buf.find(b"\r\n\r\n")
+        if end < 0:
+            return
+        head = self.buf[:end].decode("latin-1").split("\r\n")
+        length = 0
+        close = False
+        for line in head[1:]:
+            name, _, value = line.partition(":")
+            name = name.strip().lower()
+            if name == "content-length":
+                length = int(value.strip() or 0)
+            elif name == "connection" and value.strip().lower() == "close":
+                close = True
+        if len(self.buf) < end + 4 + length:
+            return
+        body = self.buf[end + 4 : end + 4 + length]
+        self.buf = self.buf[end + 4 + length :]
+        method, path, *_ = head[0].split(" ") + ["", ""]
+        self.busy = True
+        task = asyncio.get_running_loop().create_task(self._guarded(method, path.split("?")[0], body))
+        task.add_done_callback(lambda _t: self._done(close))
+
+    def _done(self, close: bool) -> None:
+        self.busy = False
+        if close and not self.closed:
+            self.transport.close()
+        elif not self.closed and self.buf:
+            self._next()
+
+    def _send(self, status: int, obj: object) -> None:
+        body = orjson.dumps(obj)
+        reason = _REASONS.get(status, "Error")
+        head = f"HTTP/1.1 {status} {reason}\r\ncontent-type: application/json\r\ncontent-length: {len(body)}\r\n\r\n"
+        self.transport.write(head.encode() + body)
+
+    async def _guarded(self, method: str, path: str, raw: bytes) -> None:
+        try:
+            await self._handle(method, path, raw)
+        except Exception as e:  # a bad request body: drop the connection, say why on stderr
+            print(f"scripted: {method} {path}: {e!r}", file=sys.stderr, flush=True)
+            self.transport.abort()
+
+    async def _handle(self, method: str, path: str, raw: bytes) -> None:
+        s = self.script
+        t_start = asyncio.get_running_loop().time()
+        if method == "GET" and path == "/v1/models":
+            return self._send(200, {"object": "list", "data": [{"id": s.model, "object": "model"}]})
+        if method == "GET" and path in ("/health", "/stats"):
+            return self._send(200, dict(s.stats) if path == "/stats" else {})
+        try:
+            body = orjson.loads(raw) if raw else {}
+        except orjson.JSONDecodeError:
+            return self._send(400, _error(400, "body is not JSON"))
+        if method == "POST" and path == "/tokenize" and s.tokenize:
+            count = s.count_prompt(body, chat="messages" in body)
+            return self._send(200, {"count": count, "max_model_len": 1 << 20, "tokens": []})
+        chat = path == "/v1/chat/completions"
+        if method != "POST" or not (chat or path == "/v1/completions"):
+            return self._send(404, _error(404, f"no route {method} {path}"))
+        s.stats["requests"] += 1
+        fault = s.fault_for(s.stats["requests"])
+        if fault:
+            s.stats[f"fault_{fault}"] += 1
+        if fault in ("500", "429"):
+            return self._send(int(fault), _error(int(fault), f"scripted fault {fault}"))
+        prompt_tokens = s.count_prompt(body, chat)
+        if body.get("stream"):
+            return await Stream(self, body, chat, prompt_tokens, fault).run(t_start)
+        await self._whole(body, chat, prompt_tokens, t_start)
+
+    async def _whole(self, body: dict, chat: bool, prompt_tokens: int, t_start: float) -> None:
+        s = self.script
+        n = int(s.output_tokens or body.get("max_tokens") or 16)
+        prompts = body.get("prompt") if not chat else None
+        batch = len(prompts) if isinstance(prompts, list) else 1
+        await asyncio.sleep(max(0.0, t_start + s.ttft + (n - 1) * s.itl - asyncio.get_running_loop().time()))
+        text = "".join(itertools.islice(itertools.cycle(_WORDS), n))
+        if chat:
+            choices = [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "length"}]
+        else:
+            choices = [{"index": i, "text": text, "finish_reason": "length"} for i in range(batch)]
+        usage = {
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": n * batch,
+            "total_tokens": prompt_tokens + n * batch,
+        }
+        obj = "chat.completion" if chat else "text_completion"
+        self._send(200, {"id": "cmpl-x", "object": obj, "model": s.model, "choices": choices, "usage": usage})
+        s.stats["completed"] += 1
+
+
+def _error(code: int, message: str) -> dict:
+    kinds = {400: "BadRequestError", 404: "NotFoundError", 429: "RateLimitError", 500: "InternalServerError"}
+    return {"object": "error", "message": message, "type": kinds.get(code, "Error"), "param": None, "code": code}
+
+
+def _parse(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m server.scripted", description=__doc__.split("\n")[0])
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=8001)
+    p.add_argument("--ttft-ms", type=float, default=150.0, help="first token this long after the request")
+    p.add_argument("--itl-ms", type=float, default=20.0, help="then one token every ITL")
+    p.add_argument("--tokens-per-chunk", type=int, default=1, help="K tokens per chunk, chunks K x ITL apart")
+    p.add_argument("--output-tokens", type=int, default=None, help="tokens per request (default: max_tokens)")
+    p.add_argument("--fault", action="append", default=[], help=f"comma list of {', '.join(FAULTS)}")
+    p.add_argument("--fault-every", type=int, default=1, help="fault every N-th completion request")
+    p.add_argument("--stall-s", type=float, default=30.0, help="how long a 'stall' fault stays silent")
+    p.add_argument("--model", default="scripted")
+    p.add_argument("--tokenizer", default="deepseek-v4", help="counts prompt tokens; 'none' = len/4")
+    p.add_argument("--prompt-offset", type=int, default=0, help="count this many extra prompt tokens")
+    p.add_argument("--no-tokenize", action="store_true", help="answer 404 on /tokenize")
+    args = p.parse_args(argv)
+    args.fault = tuple(f for spec in args.fault for f in spec.split(",") if f)
+    bad = [f for f in args.fault if f not in FAULTS]
+    if bad or args.fault_every < 1 or args.tokens_per_chunk < 1:
+        p.error(f"--fault takes {', '.join(FAULTS)}; --fault-every and --tokens-per-chunk must be >= 1")
+    return args
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = _parse(argv)
+    tokenizer = None
+    if args.tokenizer != "none":
+        from tokenizer_checks.bundled import load_tokenizer  # noqa: PLC0415
+
+        tokenizer = load_tokenizer(args.tokenizer)
+    script = Script(
+        ttft=args.ttft_ms / 1000,
+        itl=args.itl_ms / 1000,
+        k=args.tokens_per_chunk,
+        output_tokens=args.output_tokens,
+        faults=args.fault,
+        fault_every=args.fault_every,
+        stall_s=args.stall_s,
+        model=args.model,
+        tokenizer=tokenizer,
+        prompt_offset=args.prompt_offset,
+        tokenize=not args.no_tokenize,
+    )
+    asyncio.run(_serve(script, args.host, args.port))
+
+
+async def _serve(script: Script, host: str, port: int) -> None:
+    loop = asyncio.get_running_loop()
+    server = await loop.create_server(lambda: Connection(script), host, port, backlog=1024)
+    stop = asyncio.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    print(f"scripted server on http://{host}:{port}", file=sys.stderr, flush=True)
+    await stop.wait()
+    server.close()

@@ -1,0 +1,271 @@
+"""Send one LLM request over geventhttpclient (Locust's FastHttpUser transport) and time it ourselves.
+
+Locust's own ``response_time`` for a stream stops at the headers; here every read of the body is
+stamped with ``time.perf_counter()`` as it returns, the SSE events it completes are classified, and
+the request ends as ONE frozen :class:`~users.result.GenerationResult`, ok or with an error kind:
+
+    http = user.client.client.clientpool.get_client(URL(host))   # geventhttpclient.HTTPClient
+    result = exchange(http, call, t0=time.perf_counter(), inflight=board, count_text=count)
+
+Error kinds: ``http_4xx`` / ``http_5xx`` / ``http_429`` (quoting the server's body, truncated),
+``timeout`` (no byte for the socket's network timeout, i.e. ``--request-timeout``), ``connection``
+(no response: refused, reset, closed before the headers), ``stream_cut`` (the stream ended or broke
+without ``[DONE]`` and a ``finish_reason``), ``bad_chunk`` (an unparseable data line), ``server_error``
+(an error object inside a 200 stream), ``empty`` (no token at all).
+
+The read loop is the hot path of the whole client: one ``recv``, one parser ``feed`` (C, llhttp), one
+framer call and one tally call per read; no per-event Python beyond ``orjson.loads`` and a few lookups.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+import orjson
+from geventhttpclient.client import HTTPClient
+from geventhttpclient.response import HTTPParseError, HTTPSocketPoolResponse
+
+from users.inflight import Inflight
+from users.result import GenerationResult
+from users.sse import SSEParser
+from users.tally import StreamFault, StreamTally
+
+_RECV = 65536
+_ERROR_BODY_LIMIT = 64 * 1024
+_QUOTE = 300
+
+
+class LLMError(Exception):
+    """The exception a failed request carries in its Locust event: message ``<kind>: <detail>``."""
+
+    def __init__(self, kind: str, detail: str) -> None:
+        super().__init__(f"{kind}: {detail}")
+        self.kind = kind
+
+    def __repr__(self) -> str:  # Locust's failure table shows repr(); keep it the plain message
+        return str(self)
+
+
+@dataclass(slots=True)
+class Call:
+    """What to send and how to label it; everything but the timing."""
+
+    path: str
+    body: bytes
+    headers: dict[str, str]
+    name: str
+    user_class: str
+    stage: str
+    stream: bool
+    prompt_tokens_client: int
+    max_tokens: int
+    batch_size: int = 1
+    version: str | None = None
+    extra: dict = field(default_factory=dict)
+
+
+def _kind_of_status(status: int) -> str:
+    if status == 429:
+        return "http_429"
+    return "http_5xx" if status >= 500 else "http_4xx"
+
+
+def _quote(raw: bytes) -> str:
+    s = raw.decode("utf-8", "replace").strip()
+    return s if len(s) <= _QUOTE else s[:_QUOTE] + "…"
+
+
+def exchange(
+    http: HTTPClient,
+    call: Call,
+    t0: float | None = None,
+    inflight: Inflight | None = None,
+    count_text: Callable[[str], int] | None = None,
+) -> GenerationResult:
+    """Send ``call``; never raises for a failed request (the result says why), only for GreenletExit & co.
+
+    ``t0`` is the scheduled send time in open loop; None means "just before the request is written".
+    """
+    wall = time.time()
+    tally = StreamTally(call.prompt_tokens_client)
+    if inflight is not None:
+        inflight.add(tally)
+    resp: HTTPSocketPoolResponse | None = None
+    t_sent = time.perf_counter()
+    if t0 is None:
+        t0 = t_sent
+    try:
+        try:
+            resp = http.request("POST", call.path, body=call.body, headers=call.headers)
+        except TimeoutError:
+            raise LLMError("timeout", "no response headers within the request timeout") from None
+        except (OSError, HTTPParseError) as e:
+            raise LLMError("connection", f"{type(e).__name__}: {e}") from None
+        status = resp.status_code
+        if status >= 400:
+            raise LLMError(_kind_of_status(status), f"HTTP {status}: {_quote(_read_all(resp, _ERROR_BODY_LIMIT))}")
+        if call.stream:
+            _read_stream(resp, tally)
+            return _stream_result(call, tally, t0, t_sent, time.perf_counter(), wall, count_text)
+        raw = _read_all(resp, None)
+        return _whole_result(call, raw, t0, t_sent, time.perf_counter(), wall, count_text)
+    except LLMError as e:
+        return _failed(call, e.kind, str(e), t0, t_sent, wall, tally)
+    except StreamFault as e:
+        return _failed(call, e.kind, str(e), t0, t_sent, wall, tally)
+    finally:
+        if resp is not None:
+            resp.release()  # closes the socket unless the message completed cleanly
+        if inflight is not None:
+            inflight.discard(tally)
+
+
+def _read_stream(resp: HTTPSocketPoolResponse, tally: StreamTally) -> None:
+    """Read the body to its end, stamping each read; raise LLMError/StreamFault on a broken stream."""
+    perf = time.perf_counter
+    parser = SSEParser()
+    parse = parser.feed
+    add = tally.add
+    buf = resp._body_buffer
+    feed = resp.feed
+    sock = resp._sock
+    if buf:  # body bytes that came with the headers
+        chunk = bytes(buf)
+        del buf[:]
+        add(parse(chunk), perf())
+    try:
+        while not resp.message_complete:
+            data = sock.recv(_RECV)
+            t = perf()
+            if not data:
+                feed(data)  # EOF: completes a body delimited by the connection's end
+                if not resp.message_complete:
+                    raise LLMError("stream_cut", f"connection closed mid-stream after {tally.out} tokens")
+            else:
+                feed(data)
+            if buf:
+                chunk = bytes(buf)
+                del buf[:]
+                events = parse(chunk)
+                if events:
+                    add(events, t)
+    except TimeoutError:
+        raise LLMError("timeout", f"stream stalled past the request timeout after {tally.out} tokens") from None
+    except (OSError, HTTPParseError) as e:
+        raise LLMError("stream_cut", f"{type(e).__name__} after {tally.out} tokens: {e}") from None
+    add(parser.close(), perf())
+
+
+def _read_all(resp: HTTPSocketPoolResponse, limit: int | None) -> bytes:
+    """The whole body (non-streaming answers, error bodies up to ``limit`` bytes)."""
+    out = bytearray(resp._body_buffer)
+    del resp._body_buffer[:]
+    sock = resp._sock
+    try:
+        while not resp.message_complete and (limit is None or len(out) < limit):
+            data = sock.recv(_RECV)
+            resp.feed(data)
+            out += resp._body_buffer
+            del resp._body_buffer[:]
+            if not data and not resp.message_complete:
+                if limit is not None:  # an error body cut short: quote what came
+                    break
+                raise LLMError("stream_cut", "connection closed before the end of the response body")
+    except TimeoutError:
+        if limit is not None:
+            return bytes(out)
+        raise LLMError("timeout", "response body stalled past the request timeout") from None
+    except (OSError, HTTPParseError) as e:
+        if limit is not None:
+            return bytes(out)
+        raise LLMError("stream_cut", f"{type(e).__name__} while reading the body: {e}") from None
+    return bytes(out)
+
+
+def _base(call: Call, t0: float, t_sent: float, wall: float) -> dict:
+    return {
+        "user_class": call.user_class,
+        "name": call.name,
+        "stage": call.stage,
+        "t0": t0,
+        "t_sent": t_sent,
+        "prompt_tokens_client": call.prompt_tokens_client,
+        "max_tokens": call.max_tokens,
+        "batch_size": call.batch_size,
+        "version": call.version,
+        "wall_start": wall,
+    }
+
+
+def _failed(call: Call, kind: str, message: str, t0: float, t_sent: float, wall: float, tally: StreamTally):
+    return GenerationResult(
+        ok=False,
+        error_kind=kind,
+        error_message=message,
+        t_end=time.perf_counter(),
+        chunk_times=np.asarray(tally.times, dtype=np.float64),
+        chunk_tokens=np.asarray(tally.ks, dtype=np.int64),
+        output_tokens=tally.ct if tally.ct is not None else tally.out,
+        prompt_tokens=tally.prompt_tokens or 0,
+        **_base(call, t0, t_sent, wall),
+    )
+
+
+def _stream_result(call, tally: StreamTally, t0, t_sent, t_end, wall, count_text) -> GenerationResult:
+    if not tally.done or not tally.finished:
+        missing = " and ".join(m for m, seen in (("[DONE]", tally.done), ("finish_reason", tally.finished)) if not seen)
+        raise LLMError("stream_cut", f"stream ended without {missing} after {tally.out} tokens")
+    if not tally.times:
+        raise LLMError("empty", "the stream carried no token")
+    if tally.ct is not None:
+        output, source = tally.ct, "usage"
+    else:
+        output = count_text("".join(tally.texts)) if count_text else tally.out
+        source = "tokenizer" if count_text else "chunks"
+    return GenerationResult(
+        ok=True,
+        error_kind=None,
+        error_message=None,
+        t_end=t_end,
+        chunk_times=np.asarray(tally.times, dtype=np.float64),
+        chunk_tokens=np.asarray(tally.ks, dtype=np.int64),
+        output_tokens=output,
+        prompt_tokens=tally.prompt_tokens if tally.prompt_tokens is not None else call.prompt_tokens_client,
+        token_source=source,
+        **_base(call, t0, t_sent, wall),
+    )
+
+
+def _whole_result(call, raw: bytes, t0, t_sent, t_end, wall, count_text) -> GenerationResult:
+    try:
+        obj = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        raise LLMError("bad_chunk", f"response is not JSON: {_quote(raw)}") from None
+    choices = obj.get("choices") if isinstance(obj, dict) else None
+    if not choices:
+        if isinstance(obj, dict) and (obj.get("error") is not None or obj.get("object") == "error"):
+            raise LLMError("server_error", _quote(raw))
+        raise LLMError("bad_chunk", f"response has no choices: {_quote(raw)}")
+    usage = obj.get("usage") or {}
+    output = usage.get("completion_tokens")
+    source = "usage"
+    if output is None:
+        texts = [c.get("text") or (c.get("message") or {}).get("content") or "" for c in choices]
+        output = sum(count_text(t) for t in texts) if count_text else 0
+        source = "tokenizer"
+    if output <= 0:
+        raise LLMError("empty", "the response carried no token")
+    prompt = usage.get("prompt_tokens")
+    return GenerationResult(
+        ok=True,
+        error_kind=None,
+        error_message=None,
+        t_end=t_end,
+        output_tokens=int(output),
+        prompt_tokens=int(prompt) if prompt is not None else call.prompt_tokens_client,
+        token_source=source,
+        **_base(call, t0, t_sent, wall),
+    )

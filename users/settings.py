@@ -1,0 +1,110 @@
+"""Per-process request settings, built from the parsed options at ``test_start``: ``environment.llm_users``.
+
+Holds what every LLM user of this process shares: the seeded Generator (``--seed`` + worker index),
+the length distributions, the tokenizer, the prompt sources (one for chat, one for completions), the
+model name and the request headers. Users draw from it; nothing here does I/O.
+
+    s = RunSettings.from_options(environment.parsed_options, worker_index=0)
+    s.prompt(chat=True, spec=None)   # Prompt(text, tokens) of a length drawn from --input-len
+    s.max_tokens()                   # a draw from --output-len
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+import numpy as np
+from tokenizers import Tokenizer
+
+from tokenizer_checks.bundled import DEFAULT_TOKENIZER, load_tokenizer
+from workload.datasets import load_prompt_file
+from workload.lengths import LengthDist, parse_spec
+from workload.prompts import FilePrompts, Prompt, SyntheticPrompts
+
+STREAM_OPTIONS = {"include_usage": True, "continuous_usage_stats": True}
+
+
+@dataclass
+class RunSettings:
+    rng: np.random.Generator
+    input_len: LengthDist
+    output_len: LengthDist
+    tokenizer: Tokenizer
+    model: str | None = None
+    api_key: str | None = field(default=None, repr=False)
+    ignore_eos: bool = True
+    batch_size: int = 8
+    request_timeout: float = 300.0
+    prompt_texts: list[str] | None = None
+    align_prompts: bool = False
+    _sources: dict[bool, SyntheticPrompts | FilePrompts] = field(default_factory=dict, repr=False)
+    _specs: dict[str, LengthDist] = field(default_factory=dict, repr=False)
+
+    @classmethod
+    def from_options(cls, opts: object, worker_index: int = 0) -> RunSettings:
+        """Build from Locust's parsed options (values are strings/numbers; specs are parsed here)."""
+
+        def get(name: str, default: object) -> object:
+            value = getattr(opts, name, None)
+            return default if value is None else value
+
+        prompt_file = get("prompt_file", "")
+        return cls(
+            rng=np.random.default_rng(int(get("seed", 0)) + int(worker_index)),
+            input_len=parse_spec(str(get("input_len", "fixed:512"))),
+            output_len=parse_spec(str(get("output_len", "fixed:256"))),
+            tokenizer=load_tokenizer(str(get("tokenizer", DEFAULT_TOKENIZER))),
+            model=get("model", None) or None,  # type: ignore[arg-type]
+            api_key=get("api_key", None) or os.environ.get("OPENAI_API_KEY") or None,  # type: ignore[arg-type]
+            ignore_eos=bool(get("ignore_eos", True)),
+            batch_size=int(get("batch_size", 8)),
+            request_timeout=float(get("request_timeout", 300.0)),
+            prompt_texts=load_prompt_file(prompt_file) if prompt_file else None,
+            align_prompts=bool(get("align_prompts", False)),
+        )
+
+    def source(self, chat: bool) -> SyntheticPrompts | FilePrompts:
+        src = self._sources.get(chat)
+        if src is None:
+            if self.prompt_texts is not None:
+                src = FilePrompts(self.prompt_texts, self.tokenizer, chat)
+            else:
+                src = SyntheticPrompts(self.tokenizer, chat)
+            self._sources[chat] = src
+        return src
+
+    def length_dist(self, spec: str | None) -> LengthDist:
+        """The stage's input SPEC when it has one, else ``--input-len``."""
+        if not spec:
+            return self.input_len
+        dist = self._specs.get(spec)
+        if dist is None:
+            dist = self._specs[spec] = parse_spec(spec)
+        return dist
+
+    def prompt(self, chat: bool, spec: str | None = None) -> Prompt:
+        return self.source(chat).build(self.rng, self.length_dist(spec).sample(self.rng))
+
+    def max_tokens(self) -> int:
+        return int(self.output_len.sample(self.rng))
+
+    def count_text(self, text: str) -> int:
+        """Output tokens of a text (fallback when the server sends no usage)."""
+        return len(self.tokenizer.encode(text, add_special_tokens=False).ids)
+
+    def headers(self, stream: bool) -> dict[str, str]:
+        h = {"Content-Type": "application/json", "Accept": "text/event-stream" if stream else "application/json"}
+        if self.api_key:
+            h["Authorization"] = f"Bearer {self.api_key}"
+        return h
+
+    def sampling(self, max_tokens: int) -> dict:
+        """The length controls of a request body."""
+        body: dict = {"max_tokens": max_tokens}
+        if self.ignore_eos:
+            body["ignore_eos"] = True
+            body["min_tokens"] = max_tokens
+        if self.model:
+            body["model"] = self.model
+        return body

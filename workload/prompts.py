@@ -1,0 +1,113 @@
+"""Prompts with a known token count, built with the real tokenizer.
+
+Synthetic prompts are random words drawn from a cached pool of words that are each ONE token with a
+leading space (``" apple"``). Every word starts a new pre-token in DeepSeek's (and any byte-level BPE's)
+pre-tokenizer, so a prompt of n pool words is n tokens; each prompt is still re-encoded to verify it.
+For chat, the chat template's tokens (``<｜begin▁of▁sentence｜><｜User｜>…<｜Assistant｜>``) are part of the
+count, so the server's ``usage.prompt_tokens`` equals the drawn length. Random words per request keep
+the server's prefix cache from serving one prompt to everyone.
+
+    tok = load_tokenizer("deepseek-v4")
+    src = SyntheticPrompts(tok, chat=True)
+    p = src.build(rng, 512)        # Prompt(text=..., tokens=512); text is the user message content
+    files = FilePrompts(load_prompt_file("sharegpt.jsonl"), tok, chat=True)
+    p = files.build(rng)           # a random record, tokens counted by the client
+
+``SyntheticPrompts.align(a, b)`` makes prompts target a server that counts ``a * client + b`` tokens
+(fitted from its ``/tokenize`` by ``users.align``).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
+from tokenizers import Tokenizer
+
+from tokenizer_checks.bundled import render_chat
+
+_WORD = re.compile(r"Ġ[a-z]{3,9}")  # byte-level BPE marks a leading space with Ġ
+_POOL_SIZE = 4000
+
+
+@dataclass(frozen=True, slots=True)
+class Prompt:
+    text: str
+    """Completion prompt, or the content of the single user message for chat."""
+    tokens: int
+    """The client's count, as the server counts it (chat template included for chat)."""
+
+
+class TokenCounter:
+    """Counts a prompt the way vLLM does: completions encode with special tokens, chat renders the template."""
+
+    def __init__(self, tokenizer: Tokenizer, chat: bool) -> None:
+        self.tokenizer = tokenizer
+        self.chat = chat
+        self.overhead = self(" ") - self._bare(" ") if chat else 0
+        """Tokens the chat template adds around the user content (0 for completions)."""
+
+    def _bare(self, text: str) -> int:
+        return len(self.tokenizer.encode(text, add_special_tokens=False).ids)
+
+    def __call__(self, text: str) -> int:
+        if self.chat:
+            rendered = render_chat([{"role": "user", "content": text}])
+            return len(self.tokenizer.encode(rendered, add_special_tokens=False).ids)
+        return len(self.tokenizer.encode(text).ids)
+
+
+@lru_cache(maxsize=8)
+def _word_pool(tokenizer: Tokenizer) -> np.ndarray:
+    """Lower-case words that encode to exactly one token with a leading space, most common first."""
+    vocab = sorted((i, t) for t, i in tokenizer.get_vocab().items() if _WORD.fullmatch(t))
+    words = [" " + t[1:] for _, t in vocab[: _POOL_SIZE * 2]]
+    encoded = tokenizer.encode_batch(words, add_special_tokens=False)
+    single = [w for w, e in zip(words, encoded, strict=True) if len(e.ids) == 1][:_POOL_SIZE]
+    if len(single) < 100:
+        raise ValueError("tokenizer has too few single-token words to synthesize prompts")
+    return np.asarray(single, dtype=object)
+
+
+class SyntheticPrompts:
+    """Random-word prompts of an exact token count."""
+
+    def __init__(self, tokenizer: Tokenizer, chat: bool, verify: bool = True) -> None:
+        self.count = TokenCounter(tokenizer, chat)
+        self.words = _word_pool(tokenizer)
+        self.verify = verify
+        self._a, self._b = 1.0, 0.0
+
+    def align(self, a: float, b: float) -> None:
+        """Aim at a server that counts ``a * client_tokens + b``."""
+        self._a, self._b = a, b
+
+    def build(self, rng: np.random.Generator, n: int | None = None) -> Prompt:
+        n = 256 if n is None else int(n)
+        if self._a != 1.0 or self._b != 0.0:
+            n = round((n - self._b) / self._a)
+        want = max(1, n - self.count.overhead)
+        text = "".join(self.words[rng.integers(0, len(self.words), want)])
+        expected = want + self.count.overhead
+        if not self.verify:
+            return Prompt(text, expected)
+        got = self.count(text)
+        for _ in range(8):  # never seen with single-token words; repair rather than lie
+            if got == expected:
+                break
+            text = text[: text.rfind(" ")] if got > expected else text + str(self.words[rng.integers(len(self.words))])
+            got = self.count(text)
+        return Prompt(text, got)
+
+
+class FilePrompts:
+    """Prompts of a dataset, drawn at random; token counts computed once."""
+
+    def __init__(self, prompts: list[str], tokenizer: Tokenizer, chat: bool) -> None:
+        count = TokenCounter(tokenizer, chat)
+        self.prompts = [Prompt(t, count(t)) for t in prompts]
+
+    def build(self, rng: np.random.Generator, n: int | None = None) -> Prompt:
+        return self.prompts[int(rng.integers(len(self.prompts)))]
