@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from types import ModuleType
 
-from tokenizer_checks.commands import drift
+from tokenizer_checks.commands import consistency, drift, padding
 
 COMMANDS: dict[str, ModuleType] = {
     "drift": drift,
+    "consistency": consistency,
+    "padding": padding,
 }
