@@ -1,0 +1,284 @@
+"""Contract suite: SSE bodies recorded from the real vLLM CPU engine, replayed through the users' code.
+
+The transcripts (``tests/fixtures/sse``, recorded by ``scripts/capture_transcripts.py``) hold what
+vLLM 0.32 really sends: the role-only first chat chunk, ``content: ""`` chunks (special tokens,
+partial UTF-8), the ``choices: []`` usage chunk, usage on every chunk under ``continuous_usage_stats``,
+interleaved choices of a two-prompt request, and JSON error bodies (404, 400).
+
+Two replays, both fast (no engine needed):
+1. pure: the body cut into random 1..7-byte reads -> ``users.sse.SSEParser`` -> ``users.tally.StreamTally``;
+2. wire: a local socket server writes the body (chunked transfer encoding, events cut mid-way, UTF-8
+   split) and ``users.client.exchange`` turns it into a ``GenerationResult``.
+Expected values come from the transcript itself (its usage object) and from the reference
+classifier below, written from DESIGN.md's definition of a token-bearing chunk.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from tests.fixtures.sse import Transcript, load_transcript, names
+from tokenizer_checks.bundled import load_tokenizer
+from users.sse import SSEParser
+from users.tally import StreamTally
+
+STREAMS = [n for n in names() if load_transcript(n).ok]
+ERRORS = [n for n in names() if not load_transcript(n).ok]
+
+
+def test_the_recorded_set_covers_the_contract():
+    """Guard against a re-recording that silently drops a case the suite relies on."""
+    kinds = {n: load_transcript(n) for n in names()}
+    assert any(t.is_chat and "continuous_usage_stats" in json.dumps(t.meta["request"]) for t in kinds.values())
+    assert any(not t.is_chat and t.ok for t in kinds.values())
+    assert any(t.ok and t.usage is None for t in kinds.values())
+    assert {t.meta["status"] for t in kinds.values()} >= {200, 400, 404}
+
+
+# --- reference classifier (DESIGN.md "token-bearing chunk"), independent of users/ -----------------
+
+
+def reference_tokens(t: Transcript) -> list[int]:
+    """k for each payload (0 = bears no token), from the definition, not from users/."""
+    out, last_ct = [], 0
+    for p in t.payloads:
+        if p == b"[DONE]":
+            out.append(0)
+            continue
+        obj = json.loads(p)
+        choices, usage = obj.get("choices") or [], obj.get("usage")
+        if choices and usage and usage.get("completion_tokens") is not None:
+            out.append(usage["completion_tokens"] - last_ct)
+            last_ct = usage["completion_tokens"]
+            continue
+        if usage and usage.get("completion_tokens") is not None:
+            last_ct = usage["completion_tokens"]
+        k = 0
+        for c in choices[:1]:
+            delta = c.get("delta")
+            text = (
+                next((delta[f] for f in ("content", "reasoning_content", "reasoning") if delta.get(f)), "")
+                if delta is not None
+                else c.get("text") or ""
+            )
+            k = 1 if text else 0
+        out.append(k)
+    return out
+
+
+def cut(body: bytes, rng: np.random.Generator, lo: int = 1, hi: int = 7) -> list[bytes]:
+    pieces, i = [], 0
+    while i < len(body):
+        n = int(rng.integers(lo, hi + 1))
+        pieces.append(body[i : i + n])
+        i += n
+    return pieces
+
+
+def replay(pieces: list[bytes]) -> tuple[list[bytes], StreamTally]:
+    """Feed the reads in order; read i arrives at time i."""
+    parser, tally, got = SSEParser(), StreamTally(), []
+    for i, piece in enumerate(pieces):
+        events = parser.feed(piece)
+        got += events
+        tally.add(events, float(i))
+    tail = parser.close()
+    got += tail
+    tally.add(tail, float(len(pieces)))
+    return got, tally
+
+
+def completion_times(body: bytes, pieces: list[bytes]) -> list[float]:
+    """For each event, the index of the read that delivered its terminating blank line."""
+    ends, pos = [], 0
+    while (j := body.find(b"\n\n", pos)) >= 0:
+        ends.append(j + 1)  # index of the second \n
+        pos = j + 2
+    bounds = np.cumsum([len(p) for p in pieces])
+    return [float(np.searchsorted(bounds, e, side="right")) for e in ends]
+
+
+# --- 1. pure replay ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", STREAMS)
+@pytest.mark.parametrize("seed", range(5))
+def test_random_read_splits_give_the_recorded_events_and_tokens(name: str, seed: int):
+    t = load_transcript(name)
+    pieces = cut(t.body, np.random.default_rng(seed))
+    got, tally = replay(pieces)
+    assert got == t.payloads  # framing survives any split, multi-byte UTF-8 included
+    assert tally.done and tally.finished
+
+    ks = reference_tokens(t)
+    when = completion_times(t.body, pieces)
+    assert tally.ks == [k for k in ks if k > 0]
+    assert tally.times == [w for w, k in zip(when, ks, strict=True) if k > 0]
+    if t.usage is not None:
+        assert tally.prompt_tokens == t.usage["prompt_tokens"]
+        assert tally.ct == t.usage["completion_tokens"] == t.meta["request"]["max_tokens"] * _prompts(t)
+    else:
+        assert tally.ct is None and tally.prompt_tokens is None
+
+
+@pytest.mark.parametrize("name", [n for n in STREAMS if "continuous" in n])
+def test_continuous_usage_counts_every_token_in_chunks(name: str):
+    """With usage on every chunk the chunk tokens add up to the server's total exactly
+    (empty-content chunks included: their usage still rose)."""
+    t = load_transcript(name)
+    _, tally = replay([t.body])
+    assert tally.continuous
+    assert sum(tally.ks) == tally.out == t.usage["completion_tokens"]
+
+
+@pytest.mark.parametrize("name", [n for n in STREAMS if "continuous" not in n and "batch" not in n])
+def test_without_continuous_usage_empty_chunks_bear_no_token(name: str):
+    """vLLM sends some ``content: ""`` chunks; counted by text they bear nothing, so the chunk count
+    falls short of the usage total — which is why the result takes output tokens from usage."""
+    t = load_transcript(name)
+    contents = [_text(p) for p in t.payloads if p != b"[DONE]" and json.loads(p).get("choices")]
+    _, tally = replay([t.body])
+    assert tally.out == sum(1 for c in contents if c)
+    assert tally.out < t.meta["request"]["max_tokens"]  # the recording holds at least one empty chunk
+
+
+@pytest.mark.parametrize("name", [n for n in STREAMS if load_transcript(n).is_chat])
+def test_role_chunk_bears_no_token(name: str):
+    t = load_transcript(name)
+    first = json.loads(t.payloads[0])
+    assert first["choices"][0]["delta"].get("role") == "assistant"
+    tally = StreamTally()
+    tally.add(t.payloads[:1], 0.0)
+    assert tally.out == 0 and tally.times == []
+    tally.add(t.payloads[1:2], 1.0)
+    assert tally.times == [1.0]
+
+
+@pytest.mark.parametrize("name", ERRORS)
+def test_error_bodies_are_not_events(name: str):
+    """A 4xx body is plain JSON; fed to the framer it yields no event (the client reads the status first)."""
+    t = load_transcript(name)
+    parser = SSEParser()
+    assert parser.feed(t.body) == [] and parser.close() == []
+    assert json.loads(t.body)["error"]["code"] == t.meta["status"]
+
+
+# --- 2. wire replay through the real client ------------------------------------------------------
+
+
+class ReplayServer:
+    """Answers every POST with a recorded status and body, written as chunked transfer encoding in
+    small pieces with pauses, so the client sees events (and UTF-8 characters) split across reads."""
+
+    def __init__(self, t: Transcript, seed: int = 0):
+        self.t, self.rng = t, np.random.default_rng(seed)
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.port = self.sock.getsockname()[1]
+        self.requests: list[bytes] = []
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self) -> None:
+        conn, _ = self.sock.accept()
+        with conn:
+            conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            self.requests.append(_read_request(conn))
+            status, ctype = self.t.meta["status"], self.t.meta["content_type"]
+            conn.sendall(f"HTTP/1.1 {status} X\r\ncontent-type: {ctype}\r\ntransfer-encoding: chunked\r\n\r\n".encode())
+            for piece in cut(self.t.body, self.rng, 1, 90):
+                conn.sendall(b"%x\r\n%s\r\n" % (len(piece), piece))
+                time.sleep(0.0005)
+            conn.sendall(b"0\r\n\r\n")
+
+    def close(self) -> None:
+        self.sock.close()
+        self.thread.join(timeout=5)
+
+
+def _read_request(conn: socket.socket) -> bytes:
+    data = b""
+    while b"\r\n\r\n" not in data:
+        data += conn.recv(65536)
+    head, _, body = data.partition(b"\r\n\r\n")
+    length = next(int(h.split(b":")[1]) for h in head.split(b"\r\n") if h.lower().startswith(b"content-length"))
+    while len(body) < length:
+        body += conn.recv(65536)
+    return body
+
+
+def _exchange(t: Transcript, count_text=None):
+    from geventhttpclient import HTTPClient
+
+    from users.client import Call, exchange
+
+    server = ReplayServer(t)
+    http = HTTPClient("127.0.0.1", server.port, network_timeout=10, connection_timeout=5)
+    request = t.meta["request"]
+    call = Call(
+        path=t.meta["path"],
+        body=json.dumps(request).encode(),
+        headers={"Content-Type": "application/json"},
+        name=f"POST {t.meta['path']} [stream]",
+        user_class="Replay",
+        stage="main",
+        stream=True,
+        prompt_tokens_client=0,
+        max_tokens=request["max_tokens"],
+    )
+    try:
+        return exchange(http, call, count_text=count_text)
+    finally:
+        http.close()
+        server.close()
+
+
+@pytest.mark.parametrize("name", [n for n in STREAMS if load_transcript(n).usage is not None])
+def test_client_result_from_recorded_stream(name: str):
+    t = load_transcript(name)
+    r = _exchange(t)
+    assert r.ok, r.error_message
+    assert r.token_source == "usage"
+    assert r.output_tokens == t.usage["completion_tokens"]
+    assert r.prompt_tokens == t.usage["prompt_tokens"]
+    assert list(r.chunk_tokens) == [k for k in reference_tokens(t) if k > 0]
+    assert np.all(np.diff(r.chunk_times) >= 0)
+    assert r.t0 <= r.chunk_times[0] and r.ttft_s < r.e2e_s
+
+
+def test_client_counts_with_the_tokenizer_when_no_usage_is_sent():
+    t = load_transcript("chat_no_usage")
+    tok = load_tokenizer()
+    r = _exchange(t, count_text=lambda s: len(tok.encode(s, add_special_tokens=False).ids))
+    assert r.ok, r.error_message
+    assert r.token_source == "tokenizer"
+    text = "".join(_text(p) for p in t.payloads if p != b"[DONE]")
+    assert r.output_tokens == len(tok.encode(text, add_special_tokens=False).ids) > 0
+
+
+@pytest.mark.parametrize("name", ERRORS)
+def test_client_reports_recorded_errors_as_4xx_with_the_server_message(name: str):
+    t = load_transcript(name)
+    r = _exchange(t)
+    assert not r.ok
+    assert r.error_kind == "http_4xx"
+    assert str(t.meta["status"]) in r.error_message
+    assert json.loads(t.body)["error"]["message"][:60] in r.error_message
+
+
+def _prompts(t: Transcript) -> int:
+    prompt = t.meta["request"].get("prompt")
+    return len(prompt) if isinstance(prompt, list) else 1
+
+
+def _text(p: bytes) -> str:
+    choices = json.loads(p).get("choices") or []
+    if not choices:
+        return ""
+    c = choices[0]
+    return (c.get("delta") or {}).get("content") or "" if "delta" in c else c.get("text") or ""
