@@ -1,0 +1,174 @@
+"""Prometheus exporter on the master: a custom collector over the hub's merged state, in a private registry.
+
+Names and labels follow DESIGN.md "Prometheus metrics". Histograms come from the merged
+fixed-bucket counts (vLLM's boundaries), ``llm_latency_quantile_seconds`` from the merged
+sketches, server gauges are relayed from the latest scrape.
+
+    exporter = Exporter(hub, host="127.0.0.1", port=9646); exporter.start()   # port 0 = any free port
+    exporter.registry.get_sample_value("llm_requests_total", {...})
+    exporter.stop()  # safe twice
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections import defaultdict
+from typing import TYPE_CHECKING
+
+from gevent.pywsgi import WSGIServer
+from prometheus_client import CollectorRegistry, generate_latest, make_wsgi_app
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
+from prometheus_client.registry import Collector
+from prometheus_client.utils import floatToGoString
+
+from telemetry.buckets import BOUNDS, BucketHistogram
+from telemetry.recorder import Recorder
+
+if TYPE_CHECKING:
+    from telemetry.hub import TelemetryHub
+
+log = logging.getLogger(__name__)
+
+HISTOGRAMS = {
+    "ttft": ("llm_time_to_first_token_seconds", "Time to first token (client side)"),
+    "itl": ("llm_inter_token_latency_seconds", "Inter-token latency (client side; k samples of g/k per chunk)"),
+    "tpot": ("llm_time_per_output_token_seconds", "Time per output token per request (client side)"),
+    "e2e": ("llm_request_duration_seconds", "End-to-end request latency (client side)"),
+    "decode_span": ("llm_decode_span_seconds", "Last token minus first token per request (the seed's drift)"),
+}
+QUANTILE_METRICS = ("ttft", "itl", "inter_chunk", "tpot", "e2e", "decode_span")
+QUANTILES = (0.5, 0.9, 0.95, 0.99)
+SERVER_GAUGES = {
+    "kv_cache_usage": ("llm_server_kv_cache_usage_ratio", "Server KV-cache usage 0..1 (relayed from the server)"),
+    "requests_running": ("llm_server_requests_running", "Requests running on the server (relayed)"),
+    "requests_waiting": ("llm_server_requests_waiting", "Requests waiting on the server (relayed)"),
+}
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+
+class LLMCollector(Collector):
+    """Yields the llm_* families from the hub's merged state at each scrape."""
+
+    def __init__(self, hub: TelemetryHub) -> None:
+        self.hub = hub
+
+    def collect(self):
+        hub = self.hub
+        by_uc_stage: dict[tuple[str, str], list] = defaultdict(list)
+        for (uc, stage, _version), cell in hub.merged.cells.items():
+            by_uc_stage[(uc, stage)].append(cell)
+        yield from self._histograms(by_uc_stage)
+        yield from self._counters(by_uc_stage)
+        yield from self._gauges()
+
+    def _histograms(self, groups):
+        for metric, (name, doc) in HISTOGRAMS.items():
+            fam = HistogramMetricFamily(name, doc, labels=["user_class", "stage"])
+            for (uc, stage), cells in sorted(groups.items()):
+                h = BucketHistogram(BOUNDS[metric])
+                for c in cells:
+                    h.merge(c.hists[metric])
+                buckets = [
+                    (floatToGoString(le) if not math.isinf(le) else "+Inf", float(n)) for le, n in h.cumulative()
+                ]
+                fam.add_metric([uc, stage], buckets, h.sum)
+            yield fam
+
+    def _counters(self, groups):
+        req = CounterMetricFamily("llm_requests", "LLM requests by outcome and error kind",
+                                  labels=["user_class", "stage", "outcome", "error_kind"])  # fmt: skip
+        prompt = CounterMetricFamily("llm_prompt_tokens", "Prompt tokens sent", labels=["user_class", "stage"])
+        output = CounterMetricFamily("llm_output_tokens", "Output tokens received", labels=["user_class", "stage"])
+        for (uc, stage), cells in sorted(groups.items()):
+            outcomes: dict[str, int] = defaultdict(int)
+            for c in cells:
+                for k, n in c.outcomes.items():
+                    outcomes[k] += n
+            for k, n in sorted(outcomes.items()):
+                req.add_metric([uc, stage, "ok" if k == "ok" else "error", "" if k == "ok" else k], n)
+            prompt.add_metric([uc, stage], sum(c.prompt_tokens for c in cells))
+            output.add_metric([uc, stage], sum(c.output_tokens for c in cells))
+        yield req
+        yield prompt
+        yield output
+        latest = self.hub.scraper.latest if self.hub.scraper else None
+        if latest and latest.get("preemptions_total") is not None:
+            pre = CounterMetricFamily("llm_server_preemptions", "Server preemptions (relayed counter)")
+            pre.add_metric([], latest["preemptions_total"])
+            yield pre
+
+    def _gauges(self):
+        hub = self.hub
+        runner = getattr(hub.environment, "runner", None)
+        users = GaugeMetricFamily("llm_active_users", "Locust users running")
+        users.add_metric([], float(getattr(runner, "user_count", 0) or 0))
+        yield users
+
+        board = getattr(hub.environment, "llm_stage_board", None)
+        info = GaugeMetricFamily("llm_stage_info", "The current load stage (value 1)",
+                                 labels=["stage", "index", "users", "rate", "input_len"])  # fmt: skip
+        if board is not None:
+            st = board.current
+            info.add_metric([st.name, str(st.index), "" if st.users is None else str(st.users),
+                             "" if st.rate is None else f"{st.rate:g}", st.input_len or ""], 1.0)  # fmt: skip
+        yield info
+
+        q = GaugeMetricFamily("llm_latency_quantile_seconds", "Quantiles from the merged sketches (all users, stages)",
+                              labels=["metric", "quantile"])  # fmt: skip
+        cells = list(hub.merged.cells.values())
+        for m in QUANTILE_METRICS:
+            s = Recorder.merged_sketch(cells, m)
+            if s.count == 0:
+                continue
+            for qq in QUANTILES:
+                q.add_metric([m, f"{qq:g}"], s.quantile(qq))
+        yield q
+
+        fill = hub.client_kv_fill()
+        if fill is not None:
+            g = GaugeMetricFamily("llm_client_kv_block_fill_ratio", "Client-side KV block fill (blocks of 16)")
+            g.add_metric([], fill)
+            yield g
+
+        latest = hub.scraper.latest if hub.scraper else None
+        for field, (name, doc) in SERVER_GAUGES.items():
+            if latest and latest.get(field) is not None:
+                g = GaugeMetricFamily(name, doc)
+                g.add_metric([], float(latest[field]))
+                yield g
+
+
+class Exporter:
+    """Serves the private registry over HTTP (gevent WSGI server); start() reports a busy port in one line."""
+
+    def __init__(self, hub: TelemetryHub, host: str = "127.0.0.1", port: int = 9646) -> None:
+        self.registry = CollectorRegistry(auto_describe=False)
+        self.registry.register(LLMCollector(hub))
+        self.host = host
+        self.port = port
+        self._server: WSGIServer | None = None
+
+    def text(self) -> bytes:
+        return generate_latest(self.registry)
+
+    def start(self) -> bool:
+        """Bind and serve; False (after one error line) when the port cannot be bound."""
+        if self._server is not None:
+            return True
+        server = WSGIServer((self.host, self.port), make_wsgi_app(self.registry), log=None, error_log=None)
+        try:
+            server.start()
+        except OSError as e:
+            log.error(f"Prometheus exporter not started: cannot bind {self.host}:{self.port} ({e.strerror or e}); "
+                      "choose another --prometheus-port, or 0 to turn it off")  # fmt: skip
+            return False
+        self._server = server
+        self.port = server.server_port
+        log.info(f"LLM metrics for Prometheus at http://{self.host}:{self.port}/metrics")
+        return True
+
+    def stop(self) -> None:
+        server, self._server = self._server, None
+        if server is not None:
+            server.stop(timeout=1)

@@ -1,0 +1,326 @@
+"""Per-process recorder of request results, and the mergeable state it ships to the master.
+
+One :class:`Recorder` per process is fed by the ``request`` event listener. It keeps, per
+(user class, stage, route version), quantile sketches of every latency metric, Prometheus-style
+fixed-bucket histograms, and counters (requests by outcome / error kind, prompt and output tokens,
+goodput). Next to that it keeps wall-clock time slots (``slot_s`` wide, aligned on the epoch so
+slots from different workers line up) of TTFT / ITL / TPOT / E2E sketches for windowed views,
+and the client-side KV block fill samples.
+
+``take()`` returns the whole state as plain data and resets (what a worker puts under ``llm`` in
+``report_to_master``); ``merge(state)`` adds such a state in (what the master does). The same
+class serves as the master's merged store, so a local run and a distributed run share one path.
+
+    rec = Recorder(slos)
+    rec.record(result)
+    master.merge(rec.take())
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from telemetry.buckets import BOUNDS, BucketHistogram
+from telemetry.sketch import LogSketch
+from telemetry.slo import SloSet
+from users.result import GenerationResult
+
+STATE_VERSION = 1
+METRICS = ("ttft", "itl", "inter_chunk", "tpot", "e2e", "decode_span", "client_queue")
+"""Sketched per cell (seconds)."""
+HIST_METRICS = ("ttft", "itl", "tpot", "e2e", "decode_span")
+"""Also kept as fixed-bucket histograms for the exporter."""
+WINDOW_METRICS = ("ttft", "itl", "tpot", "e2e")
+"""Also kept per wall-clock slot."""
+KV_BLOCK = 16
+"""Tokens per KV block for the client-side block fill (seed section 2.2)."""
+
+Key = tuple[str, str, str | None]  # (user_class, stage, version)
+
+
+@dataclass
+class Cell:
+    """Everything recorded for one (user class, stage, version)."""
+
+    sketches: dict[str, LogSketch] = field(default_factory=lambda: {m: LogSketch() for m in METRICS})
+    hists: dict[str, BucketHistogram] = field(
+        default_factory=lambda: {m: BucketHistogram(BOUNDS[m]) for m in HIST_METRICS}
+    )
+    outcomes: Counter = field(default_factory=Counter)
+    """"ok" or the error kind -> requests."""
+    good: int = 0
+    """ok requests that met every configured per-request SLO."""
+    prompt_tokens: int = 0
+    output_tokens: int = 0
+    prompts: int = 0
+    """Prompts sent (a batch request carries several)."""
+
+    @property
+    def requests(self) -> int:
+        return sum(self.outcomes.values())
+
+    @property
+    def ok(self) -> int:
+        return self.outcomes.get("ok", 0)
+
+    def merge(self, other: Cell) -> None:
+        for m in METRICS:
+            self.sketches[m].merge(other.sketches[m])
+        for m in HIST_METRICS:
+            self.hists[m].merge(other.hists[m])
+        self.outcomes.update(other.outcomes)
+        self.good += other.good
+        self.prompt_tokens += other.prompt_tokens
+        self.output_tokens += other.output_tokens
+        self.prompts += other.prompts
+
+    def to_dict(self, key: Key) -> dict:
+        return {
+            "user_class": key[0],
+            "stage": key[1],
+            "version": key[2],
+            "outcomes": dict(self.outcomes),
+            "good": self.good,
+            "prompt_tokens": self.prompt_tokens,
+            "output_tokens": self.output_tokens,
+            "prompts": self.prompts,
+            "sketches": {m: s.to_dict() for m, s in self.sketches.items() if s.count},
+            "hists": {m: h.to_dict() for m, h in self.hists.items() if h.count},
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict) -> tuple[Key, Cell]:
+        c = cls()
+        for m, sd in d.get("sketches", {}).items():
+            if m in c.sketches:
+                c.sketches[m] = LogSketch.from_dict(sd)
+        for m, hd in d.get("hists", {}).items():
+            if m in c.hists:
+                c.hists[m] = BucketHistogram.from_dict(BOUNDS[m], hd)
+        c.outcomes = Counter({str(k): int(v) for k, v in d.get("outcomes", {}).items()})
+        c.good = int(d.get("good", 0))
+        c.prompt_tokens = int(d.get("prompt_tokens", 0))
+        c.output_tokens = int(d.get("output_tokens", 0))
+        c.prompts = int(d.get("prompts", 0))
+        return (d["user_class"], d["stage"], d.get("version")), c
+
+
+@dataclass
+class Slot:
+    """One wall-clock slot: sketches of the window metrics plus request/error/token counts."""
+
+    sketches: dict[str, LogSketch] = field(default_factory=lambda: {m: LogSketch() for m in WINDOW_METRICS})
+    requests: int = 0
+    errors: int = 0
+    output_tokens: int = 0
+
+    def merge(self, other: Slot) -> None:
+        for m in WINDOW_METRICS:
+            self.sketches[m].merge(other.sketches[m])
+        self.requests += other.requests
+        self.errors += other.errors
+        self.output_tokens += other.output_tokens
+
+    def to_dict(self, index: int) -> dict:
+        return {
+            "i": index,
+            "sketches": {m: s.to_dict() for m, s in self.sketches.items() if s.count},
+            "requests": self.requests,
+            "errors": self.errors,
+            "output_tokens": self.output_tokens,
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict) -> tuple[int, Slot]:
+        s = cls()
+        for m, sd in d.get("sketches", {}).items():
+            if m in s.sketches:
+                s.sketches[m] = LogSketch.from_dict(sd)
+        s.requests, s.errors, s.output_tokens = int(d["requests"]), int(d["errors"]), int(d["output_tokens"])
+        return int(d["i"]), s
+
+
+@dataclass
+class KvFill:
+    """Client-side KV block fill samples of one stage: sum of per-sample ratios and their number."""
+
+    ratio_sum: float = 0.0
+    samples: int = 0
+
+
+class Recorder:
+    """Mergeable per-process (or merged, on the master) telemetry state."""
+
+    def __init__(self, slos: SloSet | None = None, slot_s: float = 1.0) -> None:
+        self.slos = slos or SloSet()
+        self.slot_s = float(slot_s)
+        self._wall_offset = time.time() - time.perf_counter()
+        self.reset()
+
+    def reset(self) -> None:
+        self.cells: dict[Key, Cell] = {}
+        self.slots: dict[int, Slot] = {}
+        self.token_sources: Counter = Counter()
+        self.mismatch_abs = 0
+        """Sum over requests of |client prompt count - server prompt count|."""
+        self.mismatch_server = 0
+        """Sum of server prompt counts over the same requests."""
+        self.kv_fill: dict[str, KvFill] = {}
+        self.kv_last: tuple[int, int] | None = None
+        """(used slots, allocated slots) of the latest in-flight snapshot."""
+
+    # ---- ingestion -------------------------------------------------------------------------------
+    def cell(self, key: Key) -> Cell:
+        c = self.cells.get(key)
+        if c is None:
+            c = self.cells[key] = Cell()
+        return c
+
+    def record(self, r: GenerationResult) -> None:
+        """Fold one request result in (vectorized over its chunks; no loop per token)."""
+        c = self.cell((r.user_class, r.stage, r.version))
+        outcome = "ok" if r.ok else (r.error_kind or "unknown")
+        c.outcomes[outcome] += 1
+        c.prompt_tokens += int(r.prompt_tokens)
+        c.output_tokens += int(r.output_tokens)
+        c.prompts += int(r.batch_size)
+        self.token_sources[r.token_source] += 1
+        if r.token_source == "usage" and r.prompt_tokens_client is not None and r.prompt_tokens > 0:
+            self.mismatch_abs += abs(int(r.prompt_tokens_client) - int(r.prompt_tokens))
+            self.mismatch_server += int(r.prompt_tokens)
+
+        slot = self._slot(self._wall(r.t_end))
+        slot.requests += 1
+        slot.output_tokens += int(r.output_tokens)
+        if not r.ok:
+            slot.errors += 1
+            return
+        if not self.slos or self.slos.request_meets(r):
+            c.good += 1
+        sk, hs = c.sketches, c.hists
+        e2e = r.e2e_s
+        sk["e2e"].add(e2e)
+        hs["e2e"].add(e2e)
+        slot.sketches["e2e"].add(e2e)
+        sk["client_queue"].add(max(r.client_queue_s, 0.0))
+        if len(r.chunk_times) == 0:
+            return
+        ttft = float(r.chunk_times[0] - r.t0)
+        sk["ttft"].add(ttft)
+        hs["ttft"].add(ttft)
+        self._slot(self._wall(float(r.chunk_times[0]))).sketches["ttft"].add(ttft)
+        span = float(r.chunk_times[-1] - r.chunk_times[0])
+        sk["decode_span"].add(span)
+        hs["decode_span"].add(span)
+        tpot = r.tpot_s
+        if tpot is not None:
+            sk["tpot"].add(tpot)
+            hs["tpot"].add(tpot)
+            slot.sketches["tpot"].add(tpot)
+        if len(r.chunk_times) < 2:
+            return
+        gaps = np.diff(r.chunk_times)
+        k = np.asarray(r.chunk_tokens[1:], dtype=np.int64)
+        sk["inter_chunk"].add_many(gaps)
+        itl = np.repeat(gaps / k, k)
+        sk["itl"].add_many(itl)
+        hs["itl"].add_many(itl)
+        self._add_itl_to_slots(np.repeat(np.asarray(r.chunk_times[1:], dtype=np.float64), k), itl)
+
+    def _wall(self, perf_t: float) -> float:
+        return perf_t + self._wall_offset
+
+    def _slot(self, wall_t: float) -> Slot:
+        i = math.floor(wall_t / self.slot_s)
+        s = self.slots.get(i)
+        if s is None:
+            s = self.slots[i] = Slot()
+        return s
+
+    def _add_itl_to_slots(self, perf_times: np.ndarray, itl: np.ndarray) -> None:
+        idx = np.floor((perf_times + self._wall_offset) / self.slot_s).astype(np.int64)
+        cuts = np.flatnonzero(np.diff(idx)) + 1  # times are sorted: one segment per slot
+        for seg_idx, seg in zip(np.split(idx, cuts), np.split(itl, cuts), strict=True):
+            i = int(seg_idx[0])
+            s = self.slots.get(i)
+            if s is None:
+                s = self.slots[i] = Slot()
+            s.sketches["itl"].add_many(seg)
+
+    def record_kv_fill(self, stage: str, inflight: list[tuple[int, int]]) -> None:
+        """One sample of the in-flight requests' (prompt, generated) tokens: used / allocated slots."""
+        lens = np.asarray([p + o for p, o in inflight], dtype=np.int64)
+        used = int(lens.sum()) if lens.size else 0
+        allocated = int((np.ceil(lens / KV_BLOCK) * KV_BLOCK).sum()) if lens.size else 0
+        self.kv_last = (used, allocated)
+        if allocated > 0:
+            f = self.kv_fill.setdefault(stage, KvFill())
+            f.ratio_sum += used / allocated
+            f.samples += 1
+
+    # ---- shipping and merging ---------------------------------------------------------------------
+    def to_dict(self) -> dict:
+        return {
+            "v": STATE_VERSION,
+            "slot_s": self.slot_s,
+            "cells": [c.to_dict(k) for k, c in self.cells.items()],
+            "slots": [s.to_dict(i) for i, s in self.slots.items()],
+            "token_sources": dict(self.token_sources),
+            "mismatch": [self.mismatch_abs, self.mismatch_server],
+            "kv_fill": {st: [f.ratio_sum, f.samples] for st, f in self.kv_fill.items()},
+            "kv_last": list(self.kv_last) if self.kv_last is not None else None,
+        }
+
+    def take(self) -> dict:
+        """The state as plain data, then reset (a worker's report)."""
+        d = self.to_dict()
+        self.reset()
+        return d
+
+    def merge(self, d: dict) -> None:
+        """Add a state produced by :meth:`to_dict` / :meth:`take` (any process) into this one."""
+        if d.get("v") != STATE_VERSION:
+            raise ValueError(f"telemetry state version {d.get('v')!r} is not {STATE_VERSION}")
+        if float(d["slot_s"]) != self.slot_s:
+            raise ValueError(f"slot width {d['slot_s']} differs from {self.slot_s}")
+        for cd in d["cells"]:
+            key, c = Cell.from_dict(cd)
+            self.cell(key).merge(c)
+        for sd in d["slots"]:
+            i, s = Slot.from_dict(sd)
+            if i in self.slots:
+                self.slots[i].merge(s)
+            else:
+                self.slots[i] = s
+        self.token_sources.update({str(k): int(v) for k, v in d["token_sources"].items()})
+        self.mismatch_abs += int(d["mismatch"][0])
+        self.mismatch_server += int(d["mismatch"][1])
+        for st, (ratio_sum, n) in d["kv_fill"].items():
+            f = self.kv_fill.setdefault(st, KvFill())
+            f.ratio_sum += float(ratio_sum)
+            f.samples += int(n)
+
+    # ---- queries (used on the merged store) --------------------------------------------------------
+    def select(self, **match) -> list[Cell]:
+        """Cells whose key matches, e.g. ``select(stage="users=8")``; no arguments = all cells."""
+        fields = ("user_class", "stage", "version")
+        return [c for k, c in self.cells.items() if all(k[fields.index(f)] == v for f, v in match.items())]
+
+    @staticmethod
+    def merged_sketch(cells: list[Cell], metric: str) -> LogSketch:
+        s = LogSketch()
+        for c in cells:
+            s.merge(c.sketches[metric])
+        return s
+
+    @staticmethod
+    def merged_hist(cells: list[Cell], metric: str) -> BucketHistogram:
+        h = BucketHistogram(BOUNDS[metric])
+        for c in cells:
+            h.merge(c.hists[metric])
+        return h

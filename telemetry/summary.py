@@ -1,0 +1,257 @@
+"""Builds the summary (DESIGN.md schema 1, plus ``timeseries`` and ``histograms``) from the hub's merged state.
+
+Every number here comes from the merged recorder, the master's stage history and the scraped
+server series, so it is the same whatever the number of workers. Quantile objects are
+``{"count", "mean", "p50", "p90", "p95", "p99", "max"}`` in milliseconds; an empty one has
+``count`` 0 and ``None`` elsewhere.
+
+    summary = build_summary(hub)
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from telemetry.recorder import Cell, Recorder
+from telemetry.sketch import LogSketch
+
+if TYPE_CHECKING:
+    from telemetry.hub import TelemetryHub
+
+SCHEMA = 1
+Q_FIELDS = (("p50", 0.5), ("p90", 0.9), ("p95", 0.95), ("p99", 0.99))
+
+
+def q_ms(s: LogSketch) -> dict:
+    """A sketch (seconds) as a Q object in milliseconds."""
+    if s.count == 0:
+        return {"count": 0, "mean": None, "p50": None, "p90": None, "p95": None, "p99": None, "max": None}
+    out = {"count": s.count, "mean": s.sum / s.count * 1000.0}
+    for name, q in Q_FIELDS:
+        out[name] = s.quantile(q) * 1000.0
+    out["max"] = s.max * 1000.0
+    return out
+
+
+def _counts(cells: list[Cell]) -> tuple[int, int, dict[str, int]]:
+    total = ok = 0
+    errors: dict[str, int] = {}
+    for c in cells:
+        for outcome, n in c.outcomes.items():
+            total += n
+            if outcome == "ok":
+                ok += n
+            else:
+                errors[outcome] = errors.get(outcome, 0) + n
+    return total, ok, dict(sorted(errors.items()))
+
+
+def _mean(values: list[float]) -> float | None:
+    return float(np.mean(values)) if values else None
+
+
+def _counter_delta(series: list[dict], field: str, start_s: float, end_s: float) -> float | None:
+    """Counter increase over [start_s, end_s] from the samples around it (resets count from zero)."""
+    before = [s[field] for s in series if s["t"] <= start_s and s.get(field) is not None]
+    inside = [s[field] for s in series if start_s < s["t"] <= end_s and s.get(field) is not None]
+    points = ([before[-1]] if before else []) + inside
+    if len(points) < 2:
+        return 0.0 if points else None
+    total = 0.0
+    for a, b in zip(points, points[1:], strict=False):
+        total += b - a if b >= a else b
+    return total
+
+
+def stage_spans(hub: TelemetryHub, duration_s: float) -> list[tuple[object, float, float]]:
+    """[(Stage, start_s, end_s)] from the master's stage board; one ``main`` stage without a shape."""
+    from shapes.stage import Stage
+
+    board = getattr(hub.environment, "llm_stage_board", None)
+    history = [(st, wall - hub.t0_wall) for st, wall, _perf in (board.history if board else [])]
+    history = [(st, max(0.0, t)) for st, t in history]
+    if not history:
+        names = sorted({k[1] for k in hub.merged.cells}) or ["main"]
+        return [(Stage(n), 0.0, duration_s) for n in names]
+    spans = []
+    for i, (st, start) in enumerate(history):
+        end = history[i + 1][1] if i + 1 < len(history) else duration_s
+        spans.append((st, start, max(end, start)))
+    return spans
+
+
+def _stage_entry(hub: TelemetryHub, stage, start_s: float, end_s: float) -> dict:
+    cells = hub.merged.select(stage=stage.name)
+    total, _ok, _err = _counts(cells)
+    out_tokens = sum(c.output_tokens for c in cells)
+    prompt_tokens = sum(c.prompt_tokens for c in cells)
+    prompts = sum(c.prompts for c in cells)
+    span = end_s - start_s
+    kv = hub.merged.kv_fill.get(stage.name)
+    series = hub.server_series
+    kv_usage = [
+        s["kv_cache_usage"] for s in series if start_s <= s["t"] < end_s and s.get("kv_cache_usage") is not None
+    ]
+    options = hub.options
+    users = stage.users if stage.users is not None else getattr(options, "num_users", None)
+    input_len = stage.input_len if stage.input_len is not None else getattr(options, "input_len", None)
+    preempt = _counter_delta(series, "preemptions_total", start_s, end_s)
+    return {
+        "name": stage.name,
+        "users": users,
+        "rate": stage.rate,
+        "input_len": input_len,
+        "start_s": start_s,
+        "end_s": end_s,
+        "warmup": bool(getattr(stage, "warmup", False)),
+        "requests": total,
+        "output_per_s": out_tokens / span if span > 0 else None,
+        "prompt_tokens_mean": prompt_tokens / prompts if prompts else None,
+        "client_queue_ms": q_ms(Recorder.merged_sketch(cells, "client_queue")),
+        "ttft_ms": q_ms(Recorder.merged_sketch(cells, "ttft")),
+        "itl_ms": q_ms(Recorder.merged_sketch(cells, "itl")),
+        "tpot_ms": q_ms(Recorder.merged_sketch(cells, "tpot")),
+        "e2e_ms": q_ms(Recorder.merged_sketch(cells, "e2e")),
+        "client_kv_block_fill": kv.ratio_sum / kv.samples if kv and kv.samples else None,
+        "server_kv_usage_mean": _mean(kv_usage),
+        "preemptions": int(preempt) if preempt is not None else None,
+    }
+
+
+def _server_section(hub: TelemetryHub) -> dict:
+    series = hub.server_series
+    kv = [s["kv_cache_usage"] for s in series if s.get("kv_cache_usage") is not None]
+    waiting = [s["requests_waiting"] for s in series if s.get("requests_waiting") is not None]
+    end = series[-1]["t"] if series else 0.0
+    start = series[0]["t"] if series else 0.0
+
+    def delta(field: str) -> int | None:
+        d = _counter_delta(series, field, start, end)
+        return int(d) if d is not None else None
+
+    return {
+        "kv_cache_usage": {"mean": _mean(kv), "max": max(kv) if kv else None},
+        "requests_waiting_max": int(max(waiting)) if waiting else None,
+        "preemptions": delta("preemptions_total"),
+        "metric_names": hub.scraper.metric_names if hub.scraper else "none",
+        "scrapes": hub.scraper.successes if hub.scraper else 0,
+        "scrape_failures": hub.scraper.failures if hub.scraper else 0,
+        "requests_succeeded": delta("request_success_total"),
+        "prompt_tokens": delta("prompt_tokens_total"),
+        "generation_tokens": delta("generation_tokens_total"),
+    }
+
+
+def _histograms(cells: list[Cell], metrics: tuple[str, ...], per_decade: int = 20) -> dict:
+    """Latency distributions for plotting: counts in log-spaced bins (ms), from the merged sketches."""
+    out = {}
+    for m in metrics:
+        s = Recorder.merged_sketch(cells, m)
+        if s.count == 0:
+            out[m] = {"edges_ms": [], "counts": [], "count": 0}
+            continue
+        values, counts = s.bucket_values()
+        values_ms = np.maximum(values * 1000.0, 1e-3)
+        lo = math.floor(math.log10(max(values_ms.min(), 1e-3)) * per_decade) / per_decade
+        hi = math.ceil(math.log10(values_ms.max()) * per_decade + 1e-9) / per_decade
+        edges = np.power(10.0, np.arange(lo, hi + 1.0 / per_decade, 1.0 / per_decade))
+        if edges.size < 2:
+            edges = np.array([10**lo, 10 ** (lo + 1.0 / per_decade)])
+        binned = np.histogram(values_ms, bins=edges, weights=counts)[0]
+        out[m] = {"edges_ms": edges.tolist(), "counts": binned.astype(np.int64).tolist(), "count": s.count}
+    return out
+
+
+def _timeseries(hub: TelemetryHub) -> dict:
+    windows = []
+    for w in hub.windows(hub.attribution_window):
+        span = w.end_s - w.start_s
+        windows.append({
+            "start_s": w.start_s,
+            "end_s": w.end_s,
+            "requests": w.requests,
+            "errors": w.errors,
+            "output_tokens": w.output_tokens,
+            "output_per_s": w.output_tokens / span if span > 0 else None,
+            **{f"{m}_ms": q_ms(s) for m, s in w.sketches.items()},
+        })  # fmt: skip
+    return {"window_s": hub.attribution_window, "client": windows, "server": hub.server_series}
+
+
+def default_sections(hub: TelemetryHub) -> dict:
+    """What ``attribution``, ``saturation`` and ``versions`` hold when no provider filled them."""
+    empty_q = q_ms(LogSketch())
+    return {
+        "attribution": {
+            "window_s": hub.attribution_window,
+            "spikes": [],
+            "batching_failure": {"verdict": False, "flagged_windows": []},
+            "decomposition": {
+                k: dict(empty_q)
+                for k in ("ttft_client_ms", "ttft_server_ms", "queue_ms", "prefill_ms", "decode_itl_server_ms")
+            },
+        },  # fmt: skip
+        "saturation": {"stage": None, "reason": "no saturation analysis ran"},
+        "versions": {},
+    }
+
+
+def stage_rows(hub: TelemetryHub) -> list[dict]:
+    return [_stage_entry(hub, st, a, b) for st, a, b in stage_spans(hub, hub.duration_s)]
+
+
+def build_summary(hub: TelemetryHub) -> dict:
+    duration = hub.duration_s
+    spans = stage_spans(hub, duration)
+    warmup = {st.name for st, _a, _b in spans if getattr(st, "warmup", False)}
+    cells = [c for k, c in hub.merged.cells.items() if k[1] not in warmup]
+    total, ok, errors = _counts(cells)
+    sketches = {
+        m: Recorder.merged_sketch(cells, m) for m in ("ttft", "itl", "inter_chunk", "tpot", "e2e", "decode_span")
+    }
+    sources = hub.merged.token_sources
+    kv_total = sum(f.ratio_sum for f in hub.merged.kv_fill.values())
+    kv_n = sum(f.samples for f in hub.merged.kv_fill.values())
+    error_rate = (total - ok) / total if total else 0.0
+    checks = hub.slos.evaluate(sketches, error_rate)
+    good = sum(c.good for c in cells)
+    summary = {
+        "schema": SCHEMA,
+        "duration_s": duration,
+        "workers": hub.worker_count,
+        "model": hub.model,
+        "host": hub.environment.host or "",
+        "requests": {
+            "total": total,
+            "ok": ok,
+            "failed": total - ok,
+            "errors": errors,
+            "warmup": sum(c.requests for k, c in hub.merged.cells.items() if k[1] in warmup),
+        },
+        "tokens": {
+            "prompt": sum(c.prompt_tokens for c in cells),
+            "output": sum(c.output_tokens for c in cells),
+            "output_per_s": sum(c.output_tokens for c in cells) / duration if duration > 0 else None,
+            "source": "tokenizer" if sources.get("tokenizer", 0) > sources.get("usage", 0) else "usage",
+            "source_counts": dict(sources),
+            "prompt_mismatch_ratio": (
+                hub.merged.mismatch_abs / hub.merged.mismatch_server if hub.merged.mismatch_server else None
+            ),
+        },  # fmt: skip
+        **{f"{m}_ms": q_ms(s) for m, s in sketches.items()},
+        "goodput_rps": good / duration if duration > 0 else None,
+        "slo": {"passed": all(c["passed"] for c in checks), "checks": checks},
+        "stages": [_stage_entry(hub, st, a, b) for st, a, b in spans],
+        "server": _server_section(hub),
+        "client_kv_block_fill": {"mean": kv_total / kv_n if kv_n else None},
+        "workers_lost": sorted(hub.lost_workers),
+        **default_sections(hub),
+        "timeseries": _timeseries(hub),
+        "histograms": _histograms(cells, ("ttft", "itl", "tpot", "e2e", "decode_span")),
+    }
+    for name, fn in hub.sections.items():
+        summary[name] = hub.run_section(name, fn)
+    return summary
