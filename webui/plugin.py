@@ -51,7 +51,11 @@ class LLMTab:
             return {}
 
     def rows(self) -> list[dict[str, str]]:
-        return llm_rows(self.live())
+        live = self.live()
+        runner = self.environment.runner
+        if live and "users" not in live and runner is not None:
+            live = {**live, "users": runner.user_count}  # the run row shows Locust's current user count
+        return llm_rows(live)
 
     def register(self, web_ui) -> None:
         web_ui.template_args["extendedTabs"] = [

@@ -81,6 +81,7 @@ def test_stats_payload_carries_live_rows_and_follows_changes(env):
     assert "stats" in payload and "errors" in payload  # Locust's own fields are untouched
     (entry,) = [e for e in payload["extended_stats"] if e["key"] == TAB_KEY]
     assert [r["stage"] for r in entry["data"]] == ["all", "users=4"]
+    assert entry["data"][0]["users"] == "0"  # Locust's own user count (nothing spawned here)
     assert entry["data"][1]["ttft_p99"] == "300.0"
     assert hub.calls >= 1
 
