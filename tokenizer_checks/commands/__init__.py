@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from types import ModuleType
 
-from tokenizer_checks.commands import consistency, drift, padding
+from tokenizer_checks.commands import consistency, drift, fallback, padding
 
 COMMANDS: dict[str, ModuleType] = {
     "drift": drift,
     "consistency": consistency,
     "padding": padding,
+    "fallback": fallback,
 }
