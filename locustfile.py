@@ -8,8 +8,11 @@ from locust import events
 from shapes.options import add_arguments as add_shape_options
 from shapes.plugin import LLMShape  # noqa: F401  (Locust picks the shape class up from this module)
 from shapes.plugin import install as install_shapes
+from telemetry.attribution.options import add_arguments as add_attribution_options
+from telemetry.attribution.plugin import install as install_attribution
 from telemetry.options import add_arguments as add_telemetry_options
 from telemetry.plugin import install as install_telemetry
+from telemetry.report.plugin import install as install_report
 from tokenizer_checks.options import add_arguments as add_routing_options
 from users import BatchCompletionUser, StreamingChatUser, StreamingCompletionUser  # noqa: F401
 from users.options import add_arguments as add_user_options
@@ -22,6 +25,7 @@ def _add_options(parser, **_kw):
     add_user_options(parser)
     add_shape_options(parser)
     add_telemetry_options(parser)
+    add_attribution_options(parser)
     add_routing_options(parser)
 
 
@@ -30,4 +34,6 @@ def _install(environment, **_kw):
     install_users(environment)
     install_shapes(environment)
     install_telemetry(environment)
+    install_attribution(environment)
+    install_report(environment)
     install_webui(environment)

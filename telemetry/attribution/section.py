@@ -1,0 +1,105 @@
+"""The summary's ``attribution`` section, built from the hub at the end of a run.
+
+    hub.add_section("attribution", lambda hub: build(hub, AttributionConfig.from_options(hub.options)))
+
+Keys (DESIGN.md, plus extras): ``window_s``; ``spikes`` (see :mod:`~telemetry.attribution.spikes`);
+``batching_failure`` (``verdict``, ``flagged_windows``, and ``baseline`` / ``failed_at_s`` / ``rule``);
+``decomposition`` (whole run: Q objects, ``remainder_ms``, ``statement``, and ``stages`` — the same per
+stage); extras ``spike_factor`` and ``windows`` (one row per window, client and server side by side,
+for the report).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+
+from telemetry.attribution.batching import BatchingRule, detect
+from telemetry.attribution.decompose import decompose
+from telemetry.attribution.source import client_windows, server_deltas, server_samples
+from telemetry.attribution.spikes import SpikeRule, find_spikes
+from telemetry.attribution.window import Window, align
+
+
+@dataclass(frozen=True, slots=True)
+class AttributionConfig:
+    window_s: float = 10.0
+    batching: BatchingRule = BatchingRule()
+    spikes: SpikeRule = SpikeRule()
+
+    @classmethod
+    def from_options(cls, options) -> AttributionConfig:
+        """From Locust's parsed options (absent ones keep the defaults)."""
+
+        def opt(name: str, default):
+            v = getattr(options, name, None) if options is not None else None
+            return default if v is None else v
+
+        rule = BatchingRule(
+            p99_rise=float(opt("batching_p99_rise", 0.40)),
+            size_ratio=float(opt("batching_size_ratio", 0.35)),
+            consecutive=int(opt("batching_windows", 3)),
+            baseline_windows=int(opt("batching_windows", 3)),
+        )
+        spikes = SpikeRule(factor=float(opt("spike_factor", 2.0)), size_ratio=rule.size_ratio)
+        return cls(window_s=float(opt("attribution_window", 10.0)), batching=rule, spikes=spikes)
+
+
+def window_rows(windows: list[Window], flagged: set[int]) -> list[dict]:
+    """The per-window table of the section (what the report plots)."""
+    rows = []
+    for w in windows:
+        c = w.client
+        rows.append({
+            "index": w.index, "start_s": w.start_s, "end_s": w.end_s, "requests": w.requests,
+            "ttft_p50_ms": c.ttft_p50_ms, "ttft_p99_ms": c.ttft_p99_ms, "itl_p50_ms": c.itl_p50_ms,
+            "itl_p99_ms": c.itl_p99_ms, "running_median": w.running_median, "waiting_max": w.waiting_max,
+            "kv_usage_max": w.kv_usage_max, "preemptions": w.preemptions,
+            "server_ttft_p99_ms": w.server_quantile_ms("ttft", 0.99),
+            "server_queue_p99_ms": w.server_quantile_ms("queue", 0.99),
+            "batching_flagged": w.index in flagged,
+        })  # fmt: skip
+    return rows
+
+
+def _client_q(hub, cells, metric: str) -> dict:
+    from telemetry.recorder import Recorder
+    from telemetry.summary import q_ms
+
+    return q_ms(Recorder.merged_sketch(cells, metric))
+
+
+def decomposition(hub, samples) -> dict:
+    """Whole run (warm-up stages left out of the client side, like the summary) and per stage."""
+    from telemetry.summary import stage_spans
+
+    spans = stage_spans(hub, hub.duration_s)
+    warmup = {st.name for st, _a, _b in spans if getattr(st, "warmup", False)}
+    cells = [c for k, c in hub.merged.cells.items() if k[1] not in warmup]
+    whole = decompose(_client_q(hub, cells, "ttft"), _client_q(hub, cells, "itl"),
+                      server_deltas(samples, -math.inf, math.inf))
+    stages = []
+    for i, (st, start, end) in enumerate(spans):
+        last = i == len(spans) - 1
+        st_cells = hub.merged.select(stage=st.name)
+        d = decompose(_client_q(hub, st_cells, "ttft"), _client_q(hub, st_cells, "itl"),
+                      server_deltas(samples, start, math.inf if last else end))
+        stages.append({"name": st.name, "start_s": start, "end_s": end, **d})
+    whole["stages"] = stages
+    return whole
+
+
+def build(hub, config: AttributionConfig) -> dict:
+    samples = server_samples(hub.server_series)
+    windows = align(client_windows(hub, config.window_s), samples)
+    batching = detect(windows, config.batching)
+    batching["rule"] = asdict(config.batching)
+    spikes = find_spikes(windows, config.spikes, wall_start=hub.t0_wall)
+    return {
+        "window_s": config.window_s,
+        "spike_factor": config.spikes.factor,
+        "spikes": spikes,
+        "batching_failure": batching,
+        "decomposition": decomposition(hub, samples),
+        "windows": window_rows(windows, set(batching["flagged_windows"])),
+    }
