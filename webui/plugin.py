@@ -52,10 +52,18 @@ class LLMTab:
 
     def rows(self) -> list[dict[str, str]]:
         live = self.live()
+        planned = self._planned_users()
+        if planned and live.get("stages"):
+            stages = [{**st, "users": st.get("users", planned.get(st.get("stage")))} for st in live["stages"]]
+            live = {**live, "stages": stages}
         runner = self.environment.runner
-        if live and "users" not in live and runner is not None:
-            live = {**live, "users": runner.user_count}  # the run row shows Locust's current user count
-        return llm_rows(live)
+        return llm_rows(live, users=None if runner is None else runner.user_count)
+
+    def _planned_users(self) -> dict[str, int]:
+        """Stage name -> the user count its shape planned (from the stage board's history)."""
+        board = getattr(self.environment, "llm_stage_board", None)
+        history = getattr(board, "history", None) or []
+        return {st.name: st.users for st, *_ in history if getattr(st, "users", None) is not None}
 
     def register(self, web_ui) -> None:
         web_ui.template_args["extendedTabs"] = [

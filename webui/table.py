@@ -1,12 +1,13 @@
 """The LLM tab's table: columns, and rows built from the telemetry hub's ``live()`` dict.
 
-``live()`` follows the summary JSON's schema (DESIGN.md, schema 1) for the parts it has so far:
-``stages`` (each with ``name``, ``users``, ``requests``, ``ttft_ms``/``itl_ms``/``tpot_ms`` quantile dicts,
-``output_per_s``, ``client_kv_block_fill``, ``server_kv_usage_mean``), run totals at the top level
-(``ttft_ms``... ``tokens.output_per_s``, ``client_kv_block_fill.mean``) and current server signals under
-``server``. Anything missing shows as an em dash; nothing is invented.
+``live()`` (telemetry/hub.py) gives, per stage in run order, ``{"stage", "requests", "ttft_p50_ms",
+"ttft_p99_ms", "itl_p50_ms", "itl_p99_ms", "tpot_p50_ms", "tpot_p99_ms", "output_tok_s"}`` (merged across
+workers; quantiles from merged sketches), and for the run ``server_kv_usage`` (the latest scrape, 0..1),
+``client_kv_block_fill`` (0..1) and ``workers``. The table has one row per stage and a last row "now"
+with the current users, all requests so far and the two KV figures. Quantiles are never averaged or
+summed across stages, so the "now" row leaves them empty. Anything missing shows as an em dash.
 
-    rows = llm_rows(environment.llm_telemetry.live())
+    rows = llm_rows(environment.llm_telemetry.live(), users=runner.user_count)
 """
 
 from __future__ import annotations
@@ -34,7 +35,8 @@ COLUMNS: list[tuple[str, str]] = [
     ("client_kv", "Client KV fill"),
 ]
 STRUCTURE = [{"key": key, "title": title} for key, title in COLUMNS]
-LATENCIES = {"ttft": "ttft_ms", "itl": "itl_ms", "tpot": "tpot_ms"}
+LATENCIES = ("ttft", "itl", "tpot")
+NOW = "now"
 
 
 def _num(value: Any) -> float | None:
@@ -53,54 +55,36 @@ def _percent(value: Any) -> str:
     return MISSING if v is None else f"{100.0 * v:.1f}%"
 
 
-def _quantile(section: Mapping, key: str, q: str) -> Any:
-    block = section.get(key)
-    if not isinstance(block, Mapping) or not block.get("count"):
-        return None
-    return block.get(q)
+def _empty(name: str) -> dict[str, str]:
+    return {key: (name if key == "stage" else MISSING) for key, _ in COLUMNS}
 
 
-def _mean(value: Any) -> Any:
-    return value.get("mean") if isinstance(value, Mapping) else value
-
-
-def row(name: str, section: Mapping, server_kv: Any = None) -> dict[str, str]:
-    """One table row from a stage entry (or the run totals) of ``live()``."""
-    out: dict[str, str] = {"stage": name}
-    users = section.get("users")
-    out["users"] = MISSING if users is None else str(users)
-    requests = section.get("requests")
-    if isinstance(requests, Mapping):  # run totals: {"total": n, "ok": n, ...}
-        requests = requests.get("total")
-    out["requests"] = _fixed(requests, 0)
-    for short, key in LATENCIES.items():
-        out[f"{short}_p50"] = _fixed(_quantile(section, key, "p50"), 1)
-        out[f"{short}_p99"] = _fixed(_quantile(section, key, "p99"), 1)
-    rate = section.get("output_per_s")
-    if rate is None and isinstance(section.get("tokens"), Mapping):
-        rate = section["tokens"].get("output_per_s")
-    out["output_tok_s"] = _fixed(rate, 1)
-    out["server_kv"] = _percent(server_kv if server_kv is not None else section.get("server_kv_usage_mean"))
-    out["client_kv"] = _percent(_mean(section.get("client_kv_block_fill")))
+def stage_row(stage: Mapping) -> dict[str, str]:
+    """One row from a ``live()["stages"]`` entry."""
+    out = _empty(str(stage.get("stage", "?")))
+    out["users"] = _fixed(stage.get("users"), 0)
+    out["requests"] = _fixed(stage.get("requests"), 0)
+    for m in LATENCIES:
+        for q in ("p50", "p99"):
+            out[f"{m}_{q}"] = _fixed(stage.get(f"{m}_{q}_ms"), 1)
+    out["output_tok_s"] = _fixed(stage.get("output_tok_s"), 1)
     return out
 
 
-def _current_server_kv(live: Mapping) -> Any:
-    server = live.get("server")
-    if not isinstance(server, Mapping):
-        return None
-    usage = server.get("kv_cache_usage")
-    if isinstance(usage, Mapping):
-        return usage.get("last", usage.get("mean"))
-    return usage
+def now_row(live: Mapping, stages: list[Mapping], users: int | None) -> dict[str, str]:
+    out = _empty(NOW)
+    out["users"] = _fixed(users, 0)
+    counts = [_num(s.get("requests")) for s in stages]
+    if counts and all(c is not None for c in counts):
+        out["requests"] = _fixed(sum(counts), 0)  # counts add up across stages; quantiles do not
+    out["server_kv"] = _percent(live.get("server_kv_usage"))
+    out["client_kv"] = _percent(live.get("client_kv_block_fill"))
+    return out
 
 
-def llm_rows(live: Mapping | None) -> list[dict[str, str]]:
-    """Rows for the LLM tab: the run totals first ("all"), then one per stage in run order."""
+def llm_rows(live: Mapping | None, users: int | None = None) -> list[dict[str, str]]:
+    """Rows for the LLM tab: one per stage in run order, then "now"; no rows before the hub has anything."""
     if not live:
         return []
-    rows = [row("all", live, server_kv=_current_server_kv(live))]
-    for stage in live.get("stages") or []:
-        if isinstance(stage, Mapping):
-            rows.append(row(str(stage.get("name", "?")), stage))
-    return rows
+    stages = [s for s in live.get("stages") or [] if isinstance(s, Mapping)]
+    return [*(stage_row(s) for s in stages), now_row(live, stages, users)]

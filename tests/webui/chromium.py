@@ -3,7 +3,7 @@
     with chromium(tmp_path) as driver:
         driver.get(url)
         open_llm_tab(driver)
-        rows = llm_table(driver)   # [{"Stage": "all", "TTFT p50 (ms)": "120.0", ...}, ...]
+        rows = llm_table(driver)   # [{"Stage": "main", "TTFT p50 (ms)": "120.0", ...}, ...]
 """
 
 from __future__ import annotations

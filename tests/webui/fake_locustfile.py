@@ -22,21 +22,17 @@ class IdleUser(User):
 
 
 class GrowingHub:
-    """live() in the summary schema; every call adds one request and moves the quantiles."""
+    """live() in telemetry's shape; every call adds one request and moves the figures."""
 
     def __init__(self) -> None:
         self._ticks = itertools.count(1)
 
     def live(self) -> dict:
         n = next(self._ticks)
-        q = {"count": n, "mean": 100.0 + n, "p50": 100.0 + n, "p90": 300.0, "p95": 350.0, "p99": 400.0 + n}
-        return {
-            "requests": {"total": n, "ok": n, "failed": 0},
-            "tokens": {"output_per_s": 10.0 * n},
-            "ttft_ms": q,
-            "server": {"kv_cache_usage": min(1.0, n / 100)},
-            "stages": [{"name": "main", "users": 1, "requests": n, "ttft_ms": q, "output_per_s": 10.0 * n}],
-        }
+        main = {"stage": "main", "requests": n, "ttft_p50_ms": 100.0 + n, "ttft_p99_ms": 400.0 + n,
+                "itl_p50_ms": None, "itl_p99_ms": None, "output_tok_s": 10.0 * n}  # fmt: skip
+        return {"elapsed_s": float(n), "workers": 1, "stages": [main], "server_kv_usage": min(1.0, n / 100),
+                "client_kv_block_fill": None}  # fmt: skip
 
 
 @events.init.add_listener

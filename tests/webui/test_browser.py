@@ -55,21 +55,20 @@ def test_llm_tab_shows_and_follows_the_hub(tmp_path):
         driver.get(web + "/")
         start_from_ui(driver, 1, 1)
         open_llm_tab(driver)
-        first = wait_for(lambda: _row(driver, "all"), 20, "the 'all' row of the LLM table")
+        first = wait_for(lambda: _row(driver, "main"), 20, "the 'main' row of the LLM table")
         headers = list(first)
         for title in ("Stage", "Users", "Requests", "TTFT p50 (ms)", "TTFT p99 (ms)", "ITL p99 (ms)",
                       "TPOT p99 (ms)", "Output tok/s", "Server KV usage", "Client KV fill"):
             assert title in headers
-        assert _row(driver, "main") is not None
         n1 = _number(first["Requests"])
         assert n1 is not None and first["TTFT p50 (ms)"] == f"{100.0 + n1:.1f}"
         assert first["ITL p99 (ms)"] == "—"  # the hub has no ITL: shown as missing, not 0
         later = wait_for(
-            lambda: (r := _row(driver, "all")) and _number(r["Requests"]) > n1 and r, 20, "the LLM table to update"
+            lambda: (r := _row(driver, "main")) and _number(r["Requests"]) > n1 and r, 20, "the LLM table to update"
         )
         n2 = _number(later["Requests"])
-        wait_for(lambda: _row(driver, "all")["Users"] == "1", 20, "the run row to show Locust's 1 user")
         assert later["TTFT p50 (ms)"] == f"{100.0 + n2:.1f}" and later["Output tok/s"] == f"{10.0 * n2:.1f}"
+        wait_for(lambda: _row(driver, "now")["Users"] == "1", 20, "the 'now' row to show Locust's 1 user")
         driver.save_screenshot(str(SHOTS / "llm-tab-fake.png"))
         _stop(web)
 
@@ -94,20 +93,25 @@ def test_llm_tab_with_the_simulator(tmp_path):
             open_llm_tab(driver)
 
             def has_figures():
-                r = _row(driver, "all")
+                r = _row(driver, "main")
                 ok = r and (_number(r["Requests"]) or 0) > 0 and _number(r["TTFT p50 (ms)"]) is not None
                 return ok and r
 
-            first = wait_for(has_figures, 60, "real figures in the LLM tab")
-            assert _number(first["Output tok/s"]) and _number(first["Output tok/s"]) > 0
+            first = wait_for(has_figures, 90, "real figures in the LLM tab")
             ttft50, ttft99 = _number(first["TTFT p50 (ms)"]), _number(first["TTFT p99 (ms)"])
-            assert 0 < ttft50 <= ttft99, first
+            itl50, itl99 = _number(first["ITL p50 (ms)"]), _number(first["ITL p99 (ms)"])
+            assert 0 < ttft50 <= ttft99 and 0 < itl50 <= itl99, first
+            assert (_number(first["Output tok/s"]) or 0) > 0, first
             later = wait_for(
                 lambda: (r := has_figures()) and _number(r["Requests"]) > _number(first["Requests"]) and r,
                 60,
                 "the request count in the LLM tab to grow",
             )
-            assert later != first
+            assert later["Output tok/s"] != first["Output tok/s"] or later["TTFT p99 (ms)"] != first["TTFT p99 (ms)"]
+            now = wait_for(lambda: (r := _row(driver, "now")) and r["Server KV usage"].endswith("%") and r, 30,
+                           "the server KV usage (scraped from the simulator's /metrics)")
+            assert now["Users"] == "4" and 0 <= _number(now["Server KV usage"]) <= 100, now
+            assert 0 <= _number(now["Client KV fill"]) <= 100, now
             driver.save_screenshot(str(SHOTS / "llm-tab-sim.png"))
             _stop(web)
         assert "Traceback" not in proc.output(), proc.output()[-3000:]

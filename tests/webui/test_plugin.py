@@ -39,8 +39,8 @@ class FakeHub:
         return self.value
 
 
-def q(p50: float, p99: float) -> dict:
-    return {"count": 5, "mean": p50, "p50": p50, "p90": p99, "p95": p99, "p99": p99, "max": p99}
+def stage(name: str, requests: int, ttft_p50: float, ttft_p99: float) -> dict:
+    return {"stage": name, "requests": requests, "ttft_p50_ms": ttft_p50, "ttft_p99_ms": ttft_p99}
 
 
 @pytest.fixture
@@ -73,17 +73,33 @@ def test_tab_table_and_links_are_declared_in_template_args(env):
 
 
 def test_stats_payload_carries_live_rows_and_follows_changes(env):
-    hub = FakeHub({"ttft_ms": q(100.0, 400.0), "stages": [{"name": "users=4", "users": 4, "ttft_ms": q(90.0, 300.0)}]})
+    hub = FakeHub({"stages": [stage("users=4", 7, 90.0, 300.0)], "server_kv_usage": 0.5})
     env.llm_telemetry = hub
     install(env)
     client = env.web_ui.app.test_client()
     payload = _stats(client)
     assert "stats" in payload and "errors" in payload  # Locust's own fields are untouched
     (entry,) = [e for e in payload["extended_stats"] if e["key"] == TAB_KEY]
-    assert [r["stage"] for r in entry["data"]] == ["all", "users=4"]
-    assert entry["data"][0]["users"] == "0"  # Locust's own user count (nothing spawned here)
-    assert entry["data"][1]["ttft_p99"] == "300.0"
-    assert hub.calls >= 1
+    assert [r["stage"] for r in entry["data"]] == ["users=4", "now"]
+    assert entry["data"][0]["ttft_p99"] == "300.0"
+    assert entry["data"][1]["users"] == "0"  # Locust's own user count (nothing spawned here)
+    assert entry["data"][1]["server_kv"] == "50.0%"
+    hub.value = {"stages": [stage("users=4", 7, 90.0, 300.0), stage("users=8", 3, 95.0, 350.0)]}
+    rows = client.get("/llm/live").get_json()["rows"]
+    assert [r["stage"] for r in rows] == ["users=4", "users=8", "now"] and rows[-1]["requests"] == "10"
+
+
+def test_stage_rows_show_the_users_the_shape_planned(env):
+    from shapes.stage import Stage, StageBoard
+
+    board = StageBoard()
+    board.set(Stage("users=4", index=0, users=4))
+    board.set(Stage("users=8", index=1, users=8))
+    env.llm_stage_board = board
+    env.llm_telemetry = FakeHub({"stages": [stage("users=4", 7, 90.0, 300.0), stage("users=8", 1, 99.0, 99.0)]})
+    install(env)
+    rows = env.web_ui.app.test_client().get("/llm/live").get_json()["rows"]
+    assert [(r["stage"], r["users"]) for r in rows[:2]] == [("users=4", "4"), ("users=8", "8")]
 
 
 def test_hub_errors_leave_the_stats_page_working(env, caplog):
@@ -101,21 +117,22 @@ def test_without_hub_the_tab_is_empty(env):
 
 
 def test_live_json_and_csv_routes(env):
-    env.llm_telemetry = FakeHub({"itl_ms": q(8.0, 30.0), "tokens": {"output_per_s": 123.45}})
+    env.llm_telemetry = FakeHub({"stages": [{"stage": "main", "itl_p99_ms": 30.0, "output_tok_s": 123.45}]})
     install(env)
     client = env.web_ui.app.test_client()
     body = client.get("/llm/live").get_json()
-    assert body["live"]["tokens"]["output_per_s"] == 123.45
+    assert body["live"]["stages"][0]["output_tok_s"] == 123.45
     assert body["rows"][0]["itl_p99"] == "30.0"
     r = client.get("/llm/live.csv")
     assert r.status_code == 200 and r.mimetype == "text/csv"
-    header, first = list(csv.reader(io.StringIO(r.get_data(as_text=True))))
-    assert header[0] == "Stage" and first[0] == "all"
+    header, first, now = list(csv.reader(io.StringIO(r.get_data(as_text=True))))
+    assert now[0] == "now"
+    assert header[0] == "Stage" and first[0] == "main"
     assert first[header.index("Output tok/s")] == "123.5"
 
 
 def test_other_routes_are_not_rewritten(env):
-    env.llm_telemetry = FakeHub({"ttft_ms": q(1.0, 2.0)})
+    env.llm_telemetry = FakeHub({"stages": [stage("main", 1, 1.0, 2.0)]})
     install(env)
     body = env.web_ui.app.test_client().get("/tasks").get_json()
     assert "extended_stats" not in body

@@ -1,69 +1,69 @@
-"""webui.table: rows of the LLM tab from a live() dict (summary-schema shaped)."""
+"""webui.table: rows of the LLM tab from the hub's live() dict (telemetry/hub.py's shape)."""
 
 from __future__ import annotations
 
-from webui.table import COLUMNS, MISSING, STRUCTURE, llm_rows
+from webui.table import COLUMNS, MISSING, NOW, STRUCTURE, llm_rows
 
 
-def q(p50: float, p99: float, count: int = 10) -> dict:
-    return {"count": count, "mean": p50, "p50": p50, "p90": p99, "p95": p99, "p99": p99, "max": p99}
+def stage(name: str, requests: int, ttft=(None, None), itl=(None, None), tpot=(None, None), tok_s=None, **kw) -> dict:
+    d = {"stage": name, "requests": requests, "output_tok_s": tok_s, **kw}
+    for m, (p50, p99) in (("ttft", ttft), ("itl", itl), ("tpot", tpot)):
+        d[f"{m}_p50_ms"], d[f"{m}_p99_ms"] = p50, p99
+    return d
 
 
 LIVE = {
-    "requests": {"total": 42, "ok": 40, "failed": 2},
-    "tokens": {"output_per_s": 1842.04},
-    "ttft_ms": q(120.04, 412.06),
-    "itl_ms": q(8.25, 31.5),
-    "tpot_ms": q(8.0, 12.345),
-    "client_kv_block_fill": {"mean": 0.9375},
-    "server": {"kv_cache_usage": 0.4567},
+    "elapsed_s": 30.0,
+    "workers": 2,
     "stages": [
-        {"name": "users=1", "users": 1, "requests": 12, "ttft_ms": q(50.0, 61.0), "itl_ms": q(7.0, 9.0),
-         "tpot_ms": q(7.1, 7.9), "output_per_s": 120.0, "client_kv_block_fill": 0.5, "server_kv_usage_mean": 0.05},
-        {"name": "users=16", "users": 16, "requests": 30, "ttft_ms": q(130.0, 412.0), "itl_ms": q(8.5, 31.0),
-         "tpot_ms": q(8.2, 12.0), "output_per_s": 1800.0},
+        stage("users=1", 12, ttft=(50.04, 61.06), itl=(7.0, 9.0), tpot=(7.1, 7.94), tok_s=120.0, users=1),
+        stage("users=16", 30, ttft=(130.0, 412.0), itl=(8.25, 31.5), tpot=(8.2, 12.0), tok_s=1842.04),
     ],
+    "server_kv_usage": 0.4567,
+    "client_kv_block_fill": 0.9375,
 }
 
 
-def test_rows_run_totals_first_then_stages_in_order():
-    rows = llm_rows(LIVE)
-    assert [r["stage"] for r in rows] == ["all", "users=1", "users=16"]
-    total = rows[0]
-    assert total["requests"] == "42"
-    assert (total["ttft_p50"], total["ttft_p99"]) == ("120.0", "412.1")
-    assert (total["itl_p50"], total["itl_p99"]) == ("8.2", "31.5")  # 8.25 rounds half-even in format
-    assert total["tpot_p99"] == "12.3"
-    assert total["output_tok_s"] == "1,842.0"
-    assert total["server_kv"] == "45.7%"
-    assert total["client_kv"] == "93.8%"
+def test_one_row_per_stage_in_run_order_then_now():
+    rows = llm_rows(LIVE, users=16)
+    assert [r["stage"] for r in rows] == ["users=1", "users=16", NOW]
 
 
 def test_stage_rows_carry_their_own_figures():
-    _, low, high = llm_rows(LIVE)
-    assert (low["users"], low["requests"], low["ttft_p99"], low["output_tok_s"]) == ("1", "12", "61.0", "120.0")
-    assert (low["server_kv"], low["client_kv"]) == ("5.0%", "50.0%")
-    assert (high["users"], high["ttft_p50"], high["tpot_p50"]) == ("16", "130.0", "8.2")
-    assert high["server_kv"] == MISSING and high["client_kv"] == MISSING
+    low, high, _ = llm_rows(LIVE)
+    assert (low["users"], low["requests"], low["ttft_p50"], low["ttft_p99"]) == ("1", "12", "50.0", "61.1")
+    assert (low["itl_p99"], low["tpot_p99"], low["output_tok_s"]) == ("9.0", "7.9", "120.0")
+    assert (high["users"], high["itl_p50"], high["output_tok_s"]) == (MISSING, "8.2", "1,842.0")
+    # KV figures are run-level (latest), not per stage: stage rows leave them empty
+    assert low["server_kv"] == high["server_kv"] == low["client_kv"] == MISSING
 
 
-def test_missing_or_empty_quantiles_show_a_dash_not_zero():
-    rows = llm_rows({"ttft_ms": {"count": 0, "p50": 0.0, "p99": 0.0}, "stages": [{"name": "main"}]})
-    for r in rows:
-        for key, _ in COLUMNS[1:]:
-            assert r[key] == MISSING, (r["stage"], key, r[key])
+def test_now_row_adds_counts_but_never_quantiles():
+    now = llm_rows(LIVE, users=16)[-1]
+    assert (now["users"], now["requests"]) == ("16", "42")
+    assert (now["server_kv"], now["client_kv"]) == ("45.7%", "93.8%")
+    for m in ("ttft", "itl", "tpot"):
+        assert now[f"{m}_p50"] == now[f"{m}_p99"] == MISSING
+    assert now["output_tok_s"] == MISSING
 
 
-def test_nan_and_non_numbers_are_missing():
-    rows = llm_rows({"ttft_ms": {"count": 3, "p50": float("nan"), "p99": "fast"}, "server": {"kv_cache_usage": True}})
-    assert rows[0]["ttft_p50"] == MISSING and rows[0]["ttft_p99"] == MISSING and rows[0]["server_kv"] == MISSING
+def test_missing_values_show_a_dash_not_zero():
+    rows = llm_rows({"stages": [stage("main", 0)], "server_kv_usage": None, "client_kv_block_fill": None})
+    main, now = rows
+    assert main["requests"] == "0" and now["requests"] == "0"
+    for key, _ in COLUMNS[3:]:
+        assert main[key] == MISSING, key
+    assert now["users"] == now["server_kv"] == now["client_kv"] == MISSING
 
 
-def test_server_kv_may_be_a_stats_dict():
-    rows = llm_rows({"server": {"kv_cache_usage": {"mean": 0.25, "max": 0.9, "last": 0.5}}})
-    assert rows[0]["server_kv"] == "50.0%"
-    rows = llm_rows({"server": {"kv_cache_usage": {"mean": 0.25, "max": 0.9}}})
-    assert rows[0]["server_kv"] == "25.0%"
+def test_nan_bools_and_strings_are_missing():
+    rows = llm_rows({"stages": [stage("main", 3, ttft=(float("nan"), "fast"))], "server_kv_usage": True})
+    assert rows[0]["ttft_p50"] == rows[0]["ttft_p99"] == rows[1]["server_kv"] == MISSING
+
+
+def test_unknown_request_count_leaves_the_total_empty():
+    rows = llm_rows({"stages": [stage("a", 3), {"stage": "b"}]})
+    assert rows[-1]["requests"] == MISSING
 
 
 def test_no_live_data_no_rows():
@@ -72,5 +72,5 @@ def test_no_live_data_no_rows():
 
 def test_every_row_has_every_column():
     keys = {s["key"] for s in STRUCTURE}
-    for r in llm_rows(LIVE):
+    for r in llm_rows(LIVE, users=3):
         assert set(r) == keys
