@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 
 from tokenizer_checks.commands import COMMANDS
@@ -60,8 +61,9 @@ def main(argv: list[str] | None = None) -> int:
         msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         print(f"tokenizer_checks {args.command}: error: {msg}", file=sys.stderr)
         return 2
-    if args.json:
-        print(json.dumps(outcome.to_json(), ensure_ascii=False))
-    else:
-        print("\n".join(outcome.lines))
+    text = json.dumps(outcome.to_json(), ensure_ascii=False) if args.json else "\n".join(outcome.lines)
+    try:
+        print(text, flush=True)
+    except BrokenPipeError:  # e.g. piped into head: the reader left, the exit code still counts
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     return 1 if outcome.failed else 0

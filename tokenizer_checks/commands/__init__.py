@@ -4,11 +4,14 @@ from __future__ import annotations
 
 from types import ModuleType
 
-from tokenizer_checks.commands import consistency, drift, fallback, padding
+from tokenizer_checks.commands import consistency, diff, difflog, drift, fallback, fingerprint, padding
 
 COMMANDS: dict[str, ModuleType] = {
     "drift": drift,
     "consistency": consistency,
     "padding": padding,
     "fallback": fallback,
+    "difflog": difflog,
+    "diff": diff,
+    "fingerprint": fingerprint,
 }
