@@ -51,13 +51,24 @@ class LLMUser(FastHttpUser):
         self.network_timeout = settings.request_timeout
         self.connection_timeout = min(settings.request_timeout, 60.0)
         super().__init__(environment)
-        self._http = self.client.client.clientpool.get_client(URL(self.host))
+        self._pool = self.client.client.clientpool
+        self._http = self._pool.get_client(URL(self.host))
         self._request_name = f"POST {self.path} [{'stream' if self.stream else 'batch'}]"
         self._headers = settings.headers(self.stream)
 
     def body(self, max_tokens: int, stage_input_len: str | None) -> tuple[dict, int, int]:
         """(request body, prompt tokens by the client, prompts in the request)."""
         raise NotImplementedError
+
+    def _routed(self, body: dict) -> tuple[object, str, dict[str, str], str | None]:
+        """(HTTP client, path, headers, version): ``--host``, or the route the fingerprint picks."""
+        picked = self.settings.route(body.get("messages") if self.chat else body.get("prompt"))
+        if picked is None:
+            return self._http, self.path, self._headers, None
+        version, base_url, meta = picked
+        url = URL(base_url)
+        base_path = url.path.rstrip("/") if url.path not in ("", "/") else ""
+        return self._pool.get_client(url), base_path + self.path, {**self._headers, **meta}, version
 
     @task
     def generate(self) -> None:
@@ -69,10 +80,11 @@ class LLMUser(FastHttpUser):
         stage = board.current if board is not None else MAIN
         max_tokens = self.settings.max_tokens()
         body, prompt_tokens, batch = self.body(max_tokens, stage.input_len)
+        http, path, headers, version = self._routed(body)
         call = Call(
-            path=self.path,
+            path=path,
             body=orjson.dumps(body),
-            headers=self._headers,
+            headers=headers,
             name=self._request_name,
             user_class=type(self).__name__,
             stage=stage.name,
@@ -80,10 +92,11 @@ class LLMUser(FastHttpUser):
             prompt_tokens_client=prompt_tokens,
             max_tokens=max_tokens,
             batch_size=batch,
+            version=version,
         )
         pacer = getattr(env, "llm_pacer", None)
         t0 = pacer.wait_slot() if pacer is not None else None
-        result = exchange(self._http, call, t0, getattr(env, "llm_inflight", None), self.settings.count_text)
+        result = exchange(http, call, t0, getattr(env, "llm_inflight", None), self.settings.count_text)
         env.events.request.fire(
             request_type="LLM",
             name=call.name,

@@ -48,6 +48,8 @@ class UsersPlugin:
             return
         environment.llm_users = settings
         host = environment.host or ""
+        if not host and settings.route_table is not None:
+            host = settings.route_table.spans[0][2].base_url
         if not host:
             return
         if settings.model is None:

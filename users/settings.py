@@ -18,6 +18,7 @@ import numpy as np
 from tokenizers import Tokenizer
 
 from tokenizer_checks.bundled import DEFAULT_TOKENIZER, load_tokenizer
+from tokenizer_checks.routing import RouteTable, metadata_headers
 from workload.datasets import load_prompt_file
 from workload.lengths import LengthDist, parse_spec
 from workload.prompts import FilePrompts, Prompt, SyntheticPrompts
@@ -31,6 +32,7 @@ class RunSettings:
     input_len: LengthDist
     output_len: LengthDist
     tokenizer: Tokenizer
+    tokenizer_name: str = DEFAULT_TOKENIZER
     model: str | None = None
     api_key: str | None = field(default=None, repr=False)
     ignore_eos: bool = True
@@ -38,6 +40,7 @@ class RunSettings:
     request_timeout: float = 300.0
     prompt_texts: list[str] | None = None
     align_prompts: bool = False
+    route_table: RouteTable | None = None
     _sources: dict[bool, SyntheticPrompts | FilePrompts] = field(default_factory=dict, repr=False)
     _specs: dict[str, LengthDist] = field(default_factory=dict, repr=False)
 
@@ -55,6 +58,7 @@ class RunSettings:
             input_len=parse_spec(str(get("input_len", "fixed:512"))),
             output_len=parse_spec(str(get("output_len", "fixed:256"))),
             tokenizer=load_tokenizer(str(get("tokenizer", DEFAULT_TOKENIZER))),
+            tokenizer_name=str(get("tokenizer", DEFAULT_TOKENIZER)),
             model=get("model", None) or None,  # type: ignore[arg-type]
             api_key=get("api_key", None) or os.environ.get("OPENAI_API_KEY") or None,  # type: ignore[arg-type]
             ignore_eos=bool(get("ignore_eos", True)),
@@ -62,6 +66,7 @@ class RunSettings:
             request_timeout=float(get("request_timeout", 300.0)),
             prompt_texts=load_prompt_file(prompt_file) if prompt_file else None,
             align_prompts=bool(get("align_prompts", False)),
+            route_table=RouteTable.parse(str(route)) if (route := get("route_table", None)) else None,
         )
 
     def source(self, chat: bool) -> SyntheticPrompts | FilePrompts:
@@ -98,6 +103,13 @@ class RunSettings:
         if self.api_key:
             h["Authorization"] = f"Bearer {self.api_key}"
         return h
+
+    def route(self, input_obj: object) -> tuple[str, str, dict[str, str]] | None:
+        """With ``--route-table``: (version, base URL, metadata headers) that the request's fingerprint picks."""
+        if self.route_table is None:
+            return None
+        _fp, _bucket, r = self.route_table.route_for(self.model or "", input_obj)
+        return r.version, r.base_url, metadata_headers(r.version, self.tokenizer_name)
 
     def sampling(self, max_tokens: int) -> dict:
         """The length controls of a request body."""

@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import itertools
+import selectors
 import signal
 import sys
 import time
@@ -47,6 +48,18 @@ class Script:
     prompt_offset: int = 0
     tokenize: bool = True
     stats: Counter = field(default_factory=Counter)
+    late: list[float] = field(default_factory=list)
+    """How late each scheduled write went out (seconds): the truth is only as good as this."""
+
+    def report(self) -> dict:
+        out: dict = dict(self.stats)
+        if self.late:
+            ms = sorted(x * 1000.0 for x in self.late[-200_000:])
+            out["late_ms"] = {
+                q: round(ms[min(len(ms) - 1, int(f * len(ms)))], 3)
+                for q, f in (("p50", 0.5), ("p90", 0.9), ("p99", 0.99), ("max", 1.0))
+            }
+        return out
 
     def fault_for(self, number: int) -> str | None:
         if not self.faults or number % self.fault_every:
@@ -121,10 +134,13 @@ class Stream:
         half = chunks // 2
         done = 0
         words = itertools.cycle(_WORDS)
+        late = s.late.append
         for j in range(chunks):
-            delay = t_start + s.ttft + j * k * s.itl - loop.time()
+            due = t_start + s.ttft + j * k * s.itl
+            delay = due - loop.time()
             if delay > 0:
                 await asyncio.sleep(delay)
+            late(loop.time() - due)
             if self.proto.closed:
                 return
             if j == half and self.fault in ("cut", "stall"):
@@ -145,6 +161,7 @@ class Stream:
             write(_chunk(b"[DONE]"))
         write(b"0\r\n\r\n")
         s.stats["completed"] += 1
+        s.stats["output_tokens"] += done
 
 
 class Connection(asyncio.Protocol):
@@ -219,7 +236,7 @@ class Connection(asyncio.Protocol):
         if method == "GET" and path == "/v1/models":
             return self._send(200, {"object": "list", "data": [{"id": s.model, "object": "model"}]})
         if method == "GET" and path in ("/health", "/stats"):
-            return self._send(200, dict(s.stats) if path == "/stats" else {})
+            return self._send(200, s.report() if path == "/stats" else {})
         try:
             body = orjson.loads(raw) if raw else {}
         except orjson.JSONDecodeError:
@@ -260,6 +277,7 @@ class Connection(asyncio.Protocol):
         obj = "chat.completion" if chat else "text_completion"
         self._send(200, {"id": "cmpl-x", "object": obj, "model": s.model, "choices": choices, "usage": usage})
         s.stats["completed"] += 1
+        s.stats["output_tokens"] += n * batch
 
 
 def _error(code: int, message: str) -> dict:
@@ -310,7 +328,13 @@ def main(argv: list[str] | None = None) -> None:
         prompt_offset=args.prompt_offset,
         tokenize=not args.no_tokenize,
     )
-    asyncio.run(_serve(script, args.host, args.port))
+    # select() takes microsecond timeouts; epoll/poll round up to whole milliseconds, which would make
+    # every scripted write up to 1 ms late. The fd limit of select() (1024) is far above what tests use.
+    loop = asyncio.SelectorEventLoop(selectors.SelectSelector())
+    try:
+        loop.run_until_complete(_serve(script, args.host, args.port))
+    finally:
+        loop.close()
 
 
 async def _serve(script: Script, host: str, port: int) -> None:

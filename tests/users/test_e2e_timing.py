@@ -1,0 +1,121 @@
+"""End to end: real ``locust --headless`` processes against the scripted server, whose timing is the truth.
+
+Issue 2 "Must show": 150 ms to the first token, then a token every 20 ms, 64 concurrent streams ->
+TTFT and ITL p50 within 1 ms of the truth, p99 within 2 ms, output tokens equal to the server's usage;
+3 tokens per chunk 30 ms apart -> ITL p50 ≈ 10 ms, inter-chunk p50 ≈ 30 ms.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.users.e2e import quantile_ms, run_locust, scripted
+
+pytestmark = pytest.mark.slow
+
+
+def _all(rows: list[dict], key: str) -> list[float]:
+    return [x for r in rows for x in r[key]]
+
+
+def test_64_streams_ttft_and_itl_match_the_script(tmp_path) -> None:
+    with scripted("--ttft-ms", "150", "--itl-ms", "20", "--output-tokens", "32") as (host, stats):
+        run = run_locust(
+            host,
+            [
+                "-u",
+                "64",
+                "-r",
+                "64",
+                "-t",
+                "8s",
+                "--stop-timeout",
+                "5",
+                "--input-len",
+                "uniform:16:64",
+                "StreamingChatUser",
+                "StreamingCompletionUser",
+            ],
+            tmp_path,
+        )
+        served = stats()
+    assert run.rc == 0, run.output[-3000:]
+    assert "Traceback" not in run.output
+    rows = run.results
+    assert len(rows) == served["requests"] > 200  # one Locust event per LLM request, none lost
+    assert all(r["has_result"] and r["ok"] for r in rows), [r["exception"] for r in rows if not r["ok"]][:3]
+    assert {r["name"] for r in rows} == {"POST /v1/chat/completions [stream]", "POST /v1/completions [stream]"}
+
+    ttft = [r["ttft"] for r in rows]
+    itl = _all(rows, "itl")
+    assert abs(quantile_ms(ttft, 0.5) - 150.0) <= 1.0, quantile_ms(ttft, 0.5)
+    assert abs(quantile_ms(ttft, 0.99) - 150.0) <= 2.0, quantile_ms(ttft, 0.99)
+    assert abs(quantile_ms(itl, 0.5) - 20.0) <= 1.0, quantile_ms(itl, 0.5)
+    assert abs(quantile_ms(itl, 0.99) - 20.0) <= 2.0, quantile_ms(itl, 0.99)
+    # the role-only chat chunk (sent at once) is not a token: TTFT would then be ~0
+    assert min(ttft) >= 0.149
+
+    # tokens: every request's count is the server's usage, and the totals agree exactly
+    assert {r["output_tokens"] for r in rows} == {32} and {r["source"] for r in rows} == {"usage"}
+    assert sum(r["output_tokens"] for r in rows) == served["output_tokens"]
+    assert all(r["response_length"] == r["output_tokens"] for r in rows)
+    # prompts: the server's usage equals the drawn length (chat template included)
+    assert all(r["prompt_tokens"] == r["prompt_tokens_client"] for r in rows)
+    assert {r["prompt_tokens"] for r in rows} <= set(range(16, 65))
+    # response_time is E2E (150 + 31 x 20 = 770 ms), not Locust's time to headers
+    e2e_ms = sorted(r["response_time"] for r in rows)
+    assert 769.0 <= e2e_ms[len(e2e_ms) // 2] <= 773.0
+
+
+def test_three_tokens_per_chunk_split_the_gap(tmp_path) -> None:
+    with scripted("--ttft-ms", "60", "--itl-ms", "10", "--tokens-per-chunk", "3", "--output-tokens", "30") as (
+        host,
+        stats,
+    ):
+        run = run_locust(
+            host,
+            ["-u", "16", "-r", "16", "-t", "5s", "--stop-timeout", "5", "--input-len", "32", "StreamingChatUser"],
+            tmp_path,
+        )
+        served = stats()
+    assert run.rc == 0, run.output[-3000:]
+    rows = run.results
+    assert len(rows) == served["requests"] > 20 and all(r["ok"] for r in rows)
+    assert abs(quantile_ms(_all(rows, "itl"), 0.5) - 10.0) <= 1.0
+    assert abs(quantile_ms(_all(rows, "gaps"), 0.5) - 30.0) <= 1.0
+    # k samples of g/k per chunk: 9 chunks after the first, 3 samples each
+    assert {len(r["itl"]) for r in rows} == {27} and {len(r["gaps"]) for r in rows} == {9}
+    # TPOT = decode span / (tokens - 1) = 9 x 30 / 29 ms
+    assert abs(quantile_ms([r["tpot"] for r in rows], 0.5) - 270.0 / 29) <= 0.5
+
+
+def test_batch_user_reports_per_request_latency_and_all_tokens(tmp_path) -> None:
+    with scripted("--ttft-ms", "50", "--itl-ms", "5", "--output-tokens", "20") as (host, stats):
+        run = run_locust(
+            host,
+            [
+                "-u",
+                "4",
+                "-r",
+                "4",
+                "-t",
+                "3s",
+                "--stop-timeout",
+                "5",
+                "--batch-size",
+                "3",
+                "--input-len",
+                "24",
+                "BatchCompletionUser",
+            ],
+            tmp_path,
+        )
+        served = stats()
+    assert run.rc == 0, run.output[-3000:]
+    rows = run.results
+    assert len(rows) == served["requests"] > 4 and all(r["ok"] for r in rows)
+    assert {r["name"] for r in rows} == {"POST /v1/completions [batch]"}
+    assert {r["batch_size"] for r in rows} == {3} and {r["output_tokens"] for r in rows} == {60}
+    assert {r["prompt_tokens"] for r in rows} == {72} == {r["prompt_tokens_client"] for r in rows}
+    assert all(r["ttft"] is None for r in rows)  # no stream, no TTFT
+    assert 145.0 <= sorted(r["response_time"] for r in rows)[len(rows) // 2] <= 150.0 + 5

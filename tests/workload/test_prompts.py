@@ -1,0 +1,69 @@
+"""Synthetic prompts hit the drawn token count exactly, chat template included; datasets load."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from tokenizer_checks.bundled import load_tokenizer, render_chat
+from workload.datasets import load_prompt_file
+from workload.prompts import FilePrompts, SyntheticPrompts
+
+TOK = load_tokenizer("deepseek-v4")
+
+
+def server_count(text: str, chat: bool) -> int:
+    """How vLLM counts: chat renders the template and encodes without adding specials."""
+    if chat:
+        return len(TOK.encode(render_chat([{"role": "user", "content": text}]), add_special_tokens=False).ids)
+    return len(TOK.encode(text).ids)
+
+
+@pytest.mark.parametrize("chat", [True, False])
+def test_exact_counts_over_many_lengths(chat: bool) -> None:
+    src = SyntheticPrompts(TOK, chat)
+    rng = np.random.default_rng(0)
+    for n in [4, 5, 17, 128, 511, 512, 2048]:
+        p = src.build(rng, n)
+        assert p.tokens == n == server_count(p.text, chat), (chat, n)
+
+
+def test_prompts_differ_between_requests_and_repeat_with_the_seed() -> None:
+    src = SyntheticPrompts(TOK, chat=True)
+    a = [src.build(np.random.default_rng(3), 64).text for _ in range(2)]
+    b = src.build(np.random.default_rng(4), 64).text
+    rng = np.random.default_rng(3)
+    c, d = src.build(rng, 64).text, src.build(rng, 64).text
+    assert a[0] == a[1] == c and b != c and c != d
+
+
+def test_align_targets_the_servers_count() -> None:
+    src = SyntheticPrompts(TOK, chat=False)
+    src.align(1.0, 7.0)  # the server counts 7 more tokens than the client
+    p = src.build(np.random.default_rng(0), 100)
+    assert p.tokens == 93
+
+
+def test_file_prompts_sharegpt_and_plain(tmp_path) -> None:
+    f = tmp_path / "d.jsonl"
+    rows = [
+        {"conversations": [{"from": "system", "value": "s"}, {"from": "human", "value": "hello world"},
+                           {"from": "gpt", "value": "hi"}]},
+        {"prompt": "one two three"},
+    ]
+    f.write_text("\n".join(json.dumps(r) for r in rows) + "\n\n")
+    texts = load_prompt_file(f)
+    assert texts == ["hello world", "one two three"]
+    src = FilePrompts(texts, TOK, chat=True)
+    seen = {src.build(np.random.default_rng(i)).text for i in range(20)}
+    assert seen == set(texts)
+    assert all(p.tokens == server_count(p.text, True) for p in src.prompts)
+
+
+def test_bad_prompt_file_says_which_line(tmp_path) -> None:
+    f = tmp_path / "bad.jsonl"
+    f.write_text('{"prompt": "ok"}\n{"nothing": 1}\n')
+    with pytest.raises(ValueError, match=":2:"):
+        load_prompt_file(f)
