@@ -6,7 +6,6 @@
 from locust import events
 
 from shapes.options import add_arguments as add_shape_options
-from shapes.plugin import LLMShape  # noqa: F401  (Locust picks the shape class up from this module)
 from shapes.plugin import install as install_shapes
 from telemetry.attribution.options import add_arguments as add_attribution_options
 from telemetry.attribution.plugin import install as install_attribution
@@ -14,6 +13,7 @@ from telemetry.options import add_arguments as add_telemetry_options
 from telemetry.plugin import install as install_telemetry
 from telemetry.report.plugin import install as install_report
 from tokenizer_checks.options import add_arguments as add_routing_options
+from tokenizer_checks.plugin import install as install_routing
 from users import BatchCompletionUser, StreamingChatUser, StreamingCompletionUser  # noqa: F401
 from users.options import add_arguments as add_user_options
 from users.plugin import install as install_users
@@ -35,5 +35,6 @@ def _install(environment, **_kw):
     install_shapes(environment)
     install_telemetry(environment)
     install_attribution(environment)
+    install_routing(environment)
     install_report(environment)
     install_webui(environment)

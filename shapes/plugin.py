@@ -1,6 +1,115 @@
-"""STUB — replaced by the shapes work: install(environment) registers this package's listeners."""
+"""Install the shapes package on a Locust environment (called from the locustfile's ``init`` listener).
+
+Creates ``environment.llm_stage_board`` and ``environment.llm_pacer`` (None until an open-loop stage),
+wires stage propagation (master -> workers), and — on the master or a local run — installs the sweep
+named by ``--shape`` as ``environment.shape_class``. Without ``--shape`` nothing changes: plain -u/-r and
+the web UI's user-count form behave as in Locust. The web UI's ``--shape`` drop-down and
+``--class-picker`` can pick a sweep at start time too.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+
+from locust.runners import WorkerRunner
+
+from shapes.openloop import OpenLoopTally
+from shapes.plan import PLANS, PlanError
+from shapes.propagation import StagePropagation
+from shapes.saturation import section as saturation_section
+from shapes.stage import StageBoard
+from shapes.sweep import SHAPES, SweepShape
+from shapes.webui import ShapeFormHook
+
+logger = logging.getLogger(__name__)
+
+
+def set_shape(environment, name: str | None) -> SweepShape | None:
+    """Make the sweep ``name`` (a key of SHAPES) the environment's shape class; None removes a sweep."""
+    current = environment.shape_class
+    if name is None:
+        if isinstance(current, SweepShape):
+            environment.shape_class = None
+        return None
+    if isinstance(current, SHAPES[name]):
+        return current
+    shape = SHAPES[name]()
+    shape.runner = environment.runner
+    environment.shape_class = shape
+    return shape
+
+
+def _register_pickable(environment) -> None:
+    """List the sweeps in ``--class-picker``'s shape drop-down (keyed by class name, as Locust does)."""
+    if environment.available_shape_classes is None:
+        environment.available_shape_classes = {}
+    for cls in SHAPES.values():
+        if cls.__name__ not in environment.available_shape_classes:
+            shape = cls()
+            shape.runner = environment.runner
+            environment.available_shape_classes[cls.__name__] = shape
+
+
+class _Sections:
+    """Adds this package's summary sections to the telemetry hub once it exists (it is installed after us)."""
+
+    def __init__(self, environment, tally: OpenLoopTally) -> None:
+        self.environment = environment
+        self.tally = tally
+        self.done = False
+
+    def __call__(self, **_kw) -> None:
+        hub = getattr(self.environment, "llm_telemetry", None)
+        if self.done or hub is None or not hasattr(hub, "add_section"):
+            return
+        hub.add_section("saturation", saturation_section)
+        hub.add_section("open_loop", self.tally.section)
+        self.done = True
 
 
 def install(environment) -> None:
-    return None
-LLMShape = None  # STUB — shapes work defines the real shape class
+    environment.llm_stage_board = StageBoard()
+    environment.llm_pacer = None
+    propagation = StagePropagation(environment).register()
+    tally = OpenLoopTally(environment, propagation).register()
+    environment.llm_shape_tally = tally
+    if isinstance(environment.runner, WorkerRunner):
+        return
+    sections = _Sections(environment, tally)
+    environment.events.test_start.add_listener(sections)
+    environment.events.spawning_complete.add_listener(sections)
+    _register_pickable(environment)
+    options = environment.parsed_options
+    name = _shape_name(options)
+    if name is not None:
+        try:
+            steps = PLANS[name](options)
+        except PlanError as e:
+            logger.error("--shape %s: %s", name, e)
+            sys.exit(2)
+        set_shape(environment, name)
+        logger.info("--shape %s: %s", name, ", ".join(s.stage.name for s in steps))
+    web_ui = getattr(environment, "web_ui", None)
+    if web_ui is not None:
+        ShapeFormHook(environment, web_ui, lambda n: set_shape(environment, n)).register()
+
+
+def _shape_name(options) -> str | None:
+    """``--shape``; without it, the one sweep option given picks its sweep (``--request-rate 8`` alone works)."""
+    name = getattr(options, "shape", None) or "none"
+    if name != "none":
+        return name
+    implied = [
+        shape
+        for shape, option in (
+            ("concurrency-sweep", "sweep_users"),
+            ("length-sweep", "length_sweep"),
+            ("rate-sweep", "request_rate"),
+        )
+        if getattr(options, option, None)
+    ]
+    if len(implied) > 1:
+        logger.error("several sweeps asked for (%s); choose one with --shape", ", ".join(implied))
+        sys.exit(2)
+    return implied[0] if implied else None

@@ -56,3 +56,8 @@ class StageBoard:
 
     def on_change(self, fn: Callable[[Stage], None]) -> None:
         self._listeners.append(fn)
+
+    def reset(self) -> None:
+        """Forget the history and go back to ``main`` (a new run starts); listeners are not called."""
+        self.current = MAIN
+        self.history = []

@@ -1,0 +1,127 @@
+"""A sweep as data: the list of steps a shape walks through, built from the parsed options.
+
+Each :class:`Step` is one measured :class:`~shapes.stage.Stage` plus how to get there (user count,
+spawn rate) and how long to hold it. Stage indices count every stage in time order, warm-ups included.
+
+    steps = concurrency_plan(options)   # [Step(stage=Stage("users=1", ...), users=1, ...), ...]
+"""
+
+from __future__ import annotations
+
+from argparse import ArgumentTypeError
+from dataclasses import dataclass, replace
+
+from shapes.options import parse_arrival, parse_length_sweep, parse_rates, parse_seconds, parse_users_list
+from shapes.stage import Stage
+
+
+class PlanError(ValueError):
+    """An option combination that cannot make a sweep; the message names the option."""
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    stage: Stage
+    """The measured stage."""
+    users: int
+    """Total user count the step runs at."""
+    spawn_rate: float
+    duration: float
+    """Seconds the measured stage is held."""
+    warmup: float = 0.0
+    """Seconds of warm-up after the user count is reached and before the measured stage."""
+    warmup_stage: Stage | None = None
+    """The stage results are stamped with while ramping / warming up (``warmup=True``); None: none needed."""
+
+
+def _opt(options, name: str, default=None):
+    value = getattr(options, name, default)
+    return default if value in (None, "") else value
+
+
+def _timing(options) -> tuple[float, float]:
+    try:
+        duration = parse_seconds(_opt(options, "stage_duration", "60"), "--stage-duration", allow_zero=False)
+        warmup = parse_seconds(_opt(options, "stage_warmup", "0"), "--stage-warmup", allow_zero=True)
+    except (ValueError, ArgumentTypeError) as e:
+        raise PlanError(str(e)) from None
+    return duration, warmup
+
+
+def _steps(stages: list[Stage], users: list[int], spawn_rates: list[float], options) -> list[Step]:
+    """Give every stage a warm-up twin where one is needed (a user-count change or --stage-warmup > 0)."""
+    duration, warmup = _timing(options)
+    steps: list[Step] = []
+    index = 0
+    previous_users = 0
+    for stage, n, rate in zip(stages, users, spawn_rates, strict=True):
+        warm = None
+        if warmup > 0 or n != previous_users:
+            warm = replace(stage, name=f"warmup {stage.name}", index=index, warmup=True)
+            index += 1
+        steps.append(Step(replace(stage, index=index), n, rate, duration, warmup, warm))
+        index += 1
+        previous_users = n
+    return steps
+
+
+def _spawn_rate(options) -> float:
+    rate = _opt(options, "spawn_rate", 1.0)
+    try:
+        rate = float(rate)
+    except (TypeError, ValueError):
+        raise PlanError(f"-r/--spawn-rate: {rate!r} is not a number") from None
+    if rate <= 0:
+        raise PlanError(f"-r/--spawn-rate: {rate!r} must be > 0")
+    return rate
+
+
+def _checked(parse, value, option: str):
+    if value is None:
+        raise PlanError(f"{option} is required by this --shape")
+    try:
+        return parse(value)
+    except (ValueError, ArgumentTypeError) as e:
+        raise PlanError(str(e)) from None
+
+
+def concurrency_plan(options) -> list[Step]:
+    """One stage per ``--sweep-users`` level, ramped at -r users/s."""
+    levels = _checked(parse_users_list, _opt(options, "sweep_users"), "--sweep-users")
+    stages = [Stage(f"users={n}", users=n) for n in levels]
+    rate = _spawn_rate(options)
+    return _steps(stages, levels, [rate] * len(levels), options)
+
+
+def length_plan(options) -> list[Step]:
+    """One stage per ``--length-sweep`` SPEC at the fixed -u user count."""
+    specs = _checked(parse_length_sweep, _opt(options, "length_sweep"), "--length-sweep")
+    try:
+        users = int(_opt(options, "num_users", 1))
+    except (TypeError, ValueError):
+        users = 0
+    if users < 1:
+        raise PlanError(f"-u/--users: {_opt(options, 'num_users')!r} must be an integer >= 1 for --shape length-sweep")
+    stages = [Stage(f"len={spec}", users=users, input_len=spec) for spec in specs]
+    return _steps(stages, [users] * len(stages), [_spawn_rate(options)] * len(stages), options)
+
+
+def rate_plan(options) -> list[Step]:
+    """One stage per ``--request-rate`` value; the user pool (``--max-concurrency``) is spawned at once."""
+    rates = _checked(parse_rates, _opt(options, "request_rate"), "--request-rate")
+    _checked(parse_arrival, _opt(options, "arrival", "poisson"), "--arrival")
+    try:
+        pool = int(_opt(options, "max_concurrency", 256))
+    except (TypeError, ValueError):
+        raise PlanError(f"--max-concurrency: {_opt(options, 'max_concurrency')!r} is not an integer") from None
+    if pool < 1:
+        raise PlanError(f"--max-concurrency: {pool} must be >= 1")
+    stages = [Stage(f"rate={r:g}", users=pool, rate=r) for r in rates]
+    return _steps(stages, [pool] * len(stages), [float(pool)] * len(stages), options)
+
+
+PLANS = {
+    "concurrency-sweep": concurrency_plan,
+    "length-sweep": length_plan,
+    "rate-sweep": rate_plan,
+}

@@ -1,0 +1,142 @@
+"""The LoadTestShape classes: a sweep walks its plan one step at a time and keeps the stage board current.
+
+For every step: ask for the step's user count and stamp results with its warm-up stage; once that many
+users are actually running (``runner.user_count``) wait ``--stage-warmup`` seconds; then switch the board
+to the measured stage and hold it for ``--stage-duration`` seconds (so ramp time never eats the dwell).
+After the last step ``tick()`` returns None and Locust stops the test.
+
+The plan is built from ``environment.parsed_options`` at the first tick of a run (so values typed in the
+web UI count) and forgotten when the run stops.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from locust import LoadTestShape
+
+from shapes.plan import PLANS, PlanError, Step
+from shapes.stage import StageBoard
+
+logger = logging.getLogger(__name__)
+
+SETTLE_GRACE_S = 30.0
+"""Extra seconds allowed for a user count to be reached (beyond count / spawn rate) before moving on anyway."""
+
+
+@dataclass(slots=True)
+class _Progress:
+    steps: list[Step]
+    i: int = 0
+    phase: str = "enter"  # enter -> settle -> warmup -> hold -> (next step)
+    since: float = 0.0
+
+
+class SweepShape(LoadTestShape):
+    """Base of the sweeps: ``plan_name`` picks the plan builder in :data:`shapes.plan.PLANS`."""
+
+    abstract = True
+    use_common_options = True
+    plan_name: str = ""
+    """Key in :data:`shapes.plan.PLANS`."""
+
+    def __init__(self, clock: Callable[[], float] = time.perf_counter) -> None:
+        super().__init__()
+        self._clock = clock
+        self._progress: _Progress | None = None
+
+    # -- life cycle ---------------------------------------------------------------------------------------
+    @property
+    def board(self) -> StageBoard:
+        return self.runner.environment.llm_stage_board
+
+    def plan(self) -> list[Step]:
+        return PLANS[self.plan_name](self.runner.environment.parsed_options)
+
+    def finish(self) -> None:
+        """Forget the run's progress (called when a test stops); the next run starts from the first step."""
+        self._progress = None
+
+    @property
+    def current_step(self) -> Step | None:
+        p = self._progress
+        return p.steps[p.i] if p is not None and p.i < len(p.steps) else None
+
+    def _begin(self) -> _Progress | None:
+        try:
+            steps = self.plan()
+        except PlanError as e:
+            logger.error("%s: %s; stopping the test", type(self).__name__, e)
+            return None
+        self.board.reset()
+        logger.info("%s: %d stages: %s", type(self).__name__, len(steps), ", ".join(s.stage.name for s in steps))
+        return _Progress(steps)
+
+    # -- the schedule -------------------------------------------------------------------------------------
+    def tick(self) -> tuple[int, float] | None:
+        if self._progress is None:
+            self._progress = self._begin()
+            if self._progress is None:
+                return None
+        p = self._progress
+        now = self._clock()
+        while p.i < len(p.steps):
+            step = p.steps[p.i]
+            if p.phase == "enter":
+                self.board.set(step.warmup_stage or step.stage)
+                p.phase, p.since = "settle", now
+            if p.phase == "settle":
+                if not self._settled(step, now - p.since):
+                    return step.users, step.spawn_rate
+                p.phase, p.since = "warmup", now
+            if p.phase == "warmup":
+                if now - p.since < step.warmup:
+                    return step.users, step.spawn_rate
+                self.board.set(step.stage)
+                p.phase, p.since = "hold", now
+            if now - p.since < step.duration:
+                return step.users, step.spawn_rate
+            p.i, p.phase = p.i + 1, "enter"
+        logger.info("%s: last stage done", type(self).__name__)
+        return None
+
+    def _settled(self, step: Step, waited: float) -> bool:
+        running = self.runner.user_count
+        if running == step.users:
+            return True
+        patience = step.users / step.spawn_rate + SETTLE_GRACE_S
+        if waited > patience:
+            logger.warning(
+                "%s: %d of %d users running after %.0f s; holding %s anyway",
+                type(self).__name__, running, step.users, waited, step.stage.name,
+            )
+            return True
+        return False
+
+
+class ConcurrencySweepShape(SweepShape):
+    """Closed loop at each ``--sweep-users`` level in turn."""
+
+    plan_name = "concurrency-sweep"
+
+
+class LengthSweepShape(SweepShape):
+    """Closed loop at -u users; each stage draws prompt lengths from one ``--length-sweep`` SPEC."""
+
+    plan_name = "length-sweep"
+
+
+class RateSweepShape(SweepShape):
+    """Open loop: a pool of ``--max-concurrency`` users sends at each ``--request-rate`` in turn (see pacer)."""
+
+    plan_name = "rate-sweep"
+
+
+SHAPES: dict[str, type[SweepShape]] = {
+    "concurrency-sweep": ConcurrencySweepShape,
+    "length-sweep": LengthSweepShape,
+    "rate-sweep": RateSweepShape,
+}

@@ -1,0 +1,64 @@
+"""Choosing a sweep in Locust's web UI: the ``--shape`` drop-down of the start form.
+
+Locust's ``/swarm`` handler starts a shape run only if ``environment.shape_class`` is already set when it
+looks, and it copies the form's custom fields into ``parsed_options`` as strings. A ``before_request``
+hook therefore reads the form first: it checks the sweep settings (answering the form with the error
+message instead of starting) and installs or removes the sweep shape. With ``--class-picker`` Locust's
+own shape picker decides instead (it lists the three sweeps too).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+
+from flask import jsonify, request
+
+from shapes.plan import PLANS, PlanError
+
+logger = logging.getLogger(__name__)
+
+_FORM_TO_OPTION = {"user_count": "num_users", "spawn_rate": "spawn_rate"}
+
+
+def form_options(parsed_options, form) -> argparse.Namespace:
+    """A copy of ``parsed_options`` with the values typed in the start form."""
+    values = dict(vars(parsed_options)) if parsed_options is not None else {}
+    for key in form.keys():
+        name = _FORM_TO_OPTION.get(key, key)
+        if name in values or key in _FORM_TO_OPTION:
+            values[name] = form.get(key)
+    return argparse.Namespace(**values)
+
+
+class ShapeFormHook:
+    def __init__(self, environment, web_ui, install_shape) -> None:
+        self.environment = environment
+        self.web_ui = web_ui
+        self.install_shape = install_shape
+        """install_shape(name or None) sets or clears environment.shape_class."""
+
+    def register(self) -> ShapeFormHook:
+        self.web_ui.app.before_request(self.before_request)
+        return self
+
+    def before_request(self):
+        if request.method != "POST" or not request.path.rstrip("/").endswith("/swarm"):
+            return None
+        if self.web_ui.userclass_picker_is_active or "shape" not in request.form:
+            return None
+        name = request.form.get("shape") or "none"
+        if name != "none":
+            if name not in PLANS:
+                return self._refuse(f"--shape: {name!r} is not one of none, {', '.join(PLANS)}")
+            try:
+                steps = PLANS[name](form_options(self.environment.parsed_options, request.form))
+            except PlanError as e:
+                return self._refuse(str(e))
+            logger.info("web UI: --shape %s with %d stages", name, len(steps))
+        self.install_shape(None if name == "none" else name)
+        return None
+
+    def _refuse(self, message: str):
+        logger.error("web UI start refused: %s", message)
+        return jsonify({"success": False, "message": message, "host": self.environment.host})

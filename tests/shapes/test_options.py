@@ -1,0 +1,58 @@
+"""shapes.options: validators accept the documented forms and name the option and forms when they refuse."""
+
+from __future__ import annotations
+
+import argparse
+
+import pytest
+
+from shapes.options import add_arguments, parse_arrival, parse_length_sweep, parse_rates, parse_users_list
+
+
+def test_users_list():
+    assert parse_users_list("1, 2,4,64") == [1, 2, 4, 64]
+    for bad in ("", "0,1", "a", "1,-2", "1.5"):
+        with pytest.raises(argparse.ArgumentTypeError, match="--sweep-users"):
+            parse_users_list(bad)
+
+
+def test_rates():
+    assert parse_rates("2,4.5") == [2.0, 4.5]
+    for bad in ("", "0", "-1", "x", "inf", "nan"):
+        with pytest.raises(argparse.ArgumentTypeError, match="--request-rate"):
+            parse_rates(bad)
+
+
+def test_arrival():
+    assert parse_arrival("poisson") == ("poisson", 1.0)
+    assert parse_arrival("Constant") == ("constant", 0.0)
+    assert parse_arrival("gamma:0.5") == ("gamma", 0.5)
+    for bad in ("gamma", "gamma:0", "gamma:-1", "gamma:x", "uniform"):
+        with pytest.raises(argparse.ArgumentTypeError, match="poisson, constant or gamma:CV"):
+            parse_arrival(bad)
+
+
+def test_length_sweep_uses_workload_grammar():
+    assert parse_length_sweep("uniform:128:1024,zipf:1.2:16:4096") == ["uniform:128:1024", "zipf:1.2:16:4096"]
+    with pytest.raises(argparse.ArgumentTypeError, match="--length-sweep: bad SPEC 'zipf:1.2'"):
+        parse_length_sweep("uniform:128:1024,zipf:1.2")
+
+
+def _parser():
+    from locust.argument_parser import LocustArgumentParser
+
+    p = LocustArgumentParser()
+    add_arguments(p)
+    return p
+
+
+def test_registered_options_keep_strings_and_defaults():
+    ns = _parser().parse_args(["--shape", "rate-sweep", "--request-rate", "2,4", "--arrival", "gamma:2"])
+    assert (ns.shape, ns.request_rate, ns.arrival, ns.max_concurrency) == ("rate-sweep", "2,4", "gamma:2", "256")
+    assert _parser().parse_args([]).shape == "none"
+
+
+def test_bad_option_is_a_usage_error(capsys):
+    with pytest.raises(SystemExit):
+        _parser().parse_args(["--sweep-users", "1,x"])
+    assert "--sweep-users: 'x' is not a positive integer" in capsys.readouterr().err

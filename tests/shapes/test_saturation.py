@@ -1,0 +1,62 @@
+"""shapes.saturation.verdict on synthetic stage lists."""
+
+from __future__ import annotations
+
+from shapes.saturation import verdict
+
+
+def _stage(name, out, p99, users=None, rate=None, requests=100, **kw):
+    return {"name": name, "users": users, "rate": rate, "output_per_s": out, "ttft_ms": {"p99": p99},
+            "requests": requests, **kw}
+
+
+def test_first_flat_stage_with_growing_ttft_is_named():
+    stages = [
+        _stage("users=1", 100, 50, users=1),
+        _stage("users=4", 380, 60, users=4),
+        _stage("users=16", 1400, 120, users=16),
+        _stage("users=32", 1450, 400, users=32),  # +3.6%, TTFT up: saturated here
+        _stage("users=64", 1460, 900, users=64),
+    ]
+    v = verdict(stages)
+    assert v["stage"] == "users=32"
+    assert "+3.6%" in v["reason"] and "120 -> 400" in v["reason"]
+
+
+def test_flat_throughput_but_falling_ttft_is_not_saturation():
+    stages = [_stage("users=1", 100, 50, users=1), _stage("users=2", 102, 40, users=2)]
+    assert verdict(stages)["stage"] is None
+
+
+def test_growing_throughput_is_not_saturated():
+    stages = [_stage(f"rate={r}", 100 * r, 50 + r, rate=r, users=64) for r in (1, 2, 4)]
+    v = verdict(stages)
+    assert v["stage"] is None and v["reason"].startswith("not saturated")
+
+
+def test_boundary_exactly_five_percent_is_not_saturated():
+    stages = [_stage("users=1", 100, 50, users=1), _stage("users=2", 105, 60, users=2)]
+    assert verdict(stages)["stage"] is None
+    stages[1]["output_per_s"] = 104.9
+    assert verdict(stages)["stage"] == "users=2"
+
+
+def test_warmups_and_empty_stages_are_skipped():
+    stages = [
+        _stage("users=1", 100, 50, users=1),
+        _stage("warmup users=4", 10, 999, users=4, warmup=True),
+        _stage("users=4", 101, 80, users=4),
+        _stage("users=8", 0, 0, users=8, requests=0),
+    ]
+    assert verdict(stages)["stage"] == "users=4"
+
+
+def test_length_sweep_has_no_verdict():
+    stages = [_stage("len=a", 100, 50, users=16), _stage("len=b", 100, 90, users=16)]
+    v = verdict(stages)
+    assert v["stage"] is None and "not a concurrency or rate sweep" in v["reason"]
+
+
+def test_too_few_stages():
+    assert verdict([])["stage"] is None
+    assert "needs two" in verdict([_stage("users=1", 1, 1, users=1)])["reason"]

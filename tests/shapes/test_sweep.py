@@ -1,0 +1,135 @@
+"""Each sweep's tick() schedule against a fake runner and a fake clock."""
+
+from __future__ import annotations
+
+from argparse import Namespace
+
+from shapes.stage import StageBoard
+from shapes.sweep import SETTLE_GRACE_S, ConcurrencySweepShape, LengthSweepShape, RateSweepShape
+
+
+class Clock:
+    def __init__(self):
+        self.t = 1000.0
+
+    def __call__(self):
+        return self.t
+
+
+class FakeRunner:
+    """user_count follows the last tick only when the test says the spawn finished."""
+
+    def __init__(self, **options):
+        base = dict(stage_duration="10", stage_warmup="0", spawn_rate=100.0, num_users=4, arrival="poisson",
+                    max_concurrency="32", sweep_users=None, length_sweep=None, request_rate=None)
+        self.environment = Namespace(parsed_options=Namespace(**{**base, **options}), llm_stage_board=StageBoard())
+        self.user_count = 0
+
+
+def _shape(cls, **options):
+    clock = Clock()
+    shape = cls(clock=clock)
+    shape.runner = FakeRunner(**options)
+    return shape, clock, shape.runner
+
+
+def test_concurrency_sweep_dwell_starts_when_users_are_running():
+    shape, clock, runner = _shape(ConcurrencySweepShape, sweep_users="1,4", stage_duration="10", stage_warmup="2")
+    board = runner.environment.llm_stage_board
+    assert shape.tick() == (1, 100.0)
+    assert board.current.name == "warmup users=1" and board.current.warmup
+    clock.t += 5  # spawning is slow: still 0 users, the stage must not start
+    assert shape.tick() == (1, 100.0) and board.current.name == "warmup users=1"
+    runner.user_count = 1
+    clock.t += 1
+    assert shape.tick() == (1, 100.0) and board.current.name == "warmup users=1"  # warm-up starts now
+    clock.t += 2
+    assert shape.tick() == (1, 100.0)
+    assert board.current.name == "users=1" and not board.current.warmup and board.current.users == 1
+    measured_start = clock.t
+    clock.t += 9.9
+    assert shape.tick() == (1, 100.0) and board.current.name == "users=1"
+    clock.t = measured_start + 10
+    assert shape.tick() == (4, 100.0) and board.current.name == "warmup users=4"
+    runner.user_count = 4
+    clock.t += 1
+    shape.tick()
+    clock.t += 2
+    shape.tick()
+    assert board.current.name == "users=4"
+    clock.t += 10
+    assert shape.tick() is None
+    names = [s.name for s, _w, _p in board.history]
+    assert names == ["warmup users=1", "users=1", "warmup users=4", "users=4"]
+
+
+def test_stage_history_times_follow_the_board():
+    shape, clock, runner = _shape(ConcurrencySweepShape, sweep_users="2")
+    shape.tick()
+    runner.user_count = 2
+    clock.t += 1
+    shape.tick()
+    board = runner.environment.llm_stage_board
+    assert [s.name for s, *_ in board.history] == ["warmup users=2", "users=2"]
+    assert board.history[1][2] >= board.history[0][2]
+
+
+def test_length_sweep_switches_distribution_without_ramp():
+    shape, clock, runner = _shape(LengthSweepShape, length_sweep="uniform:128:1024,zipf:1.2:16:4096", num_users=16)
+    board = runner.environment.llm_stage_board
+    assert shape.tick() == (16, 100.0) and board.current.name == "warmup len=uniform:128:1024"
+    runner.user_count = 16
+    clock.t += 1
+    assert shape.tick() == (16, 100.0)
+    assert board.current.input_len == "uniform:128:1024" and board.current.users == 16
+    clock.t += 10
+    assert shape.tick() == (16, 100.0)
+    assert board.current.name == "len=zipf:1.2:16:4096" and board.current.input_len == "zipf:1.2:16:4096"
+    clock.t += 10
+    assert shape.tick() is None
+
+
+def test_rate_sweep_spawns_pool_and_walks_rates():
+    shape, clock, runner = _shape(RateSweepShape, request_rate="2,8", max_concurrency="32")
+    board = runner.environment.llm_stage_board
+    assert shape.tick() == (32, 32.0)
+    runner.user_count = 32
+    clock.t += 1
+    shape.tick()
+    assert (board.current.name, board.current.rate) == ("rate=2", 2.0)
+    clock.t += 10
+    shape.tick()
+    assert (board.current.name, board.current.rate, board.current.users) == ("rate=8", 8.0, 32)
+
+
+def test_unreachable_user_count_moves_on_after_grace():
+    shape, clock, runner = _shape(ConcurrencySweepShape, sweep_users="10", spawn_rate=1.0)
+    shape.tick()
+    runner.user_count = 7  # e.g. a worker died
+    clock.t += 10 + SETTLE_GRACE_S - 1
+    shape.tick()
+    assert runner.environment.llm_stage_board.current.name == "warmup users=10"
+    clock.t += 2
+    shape.tick()
+    assert runner.environment.llm_stage_board.current.name == "users=10"
+
+
+def test_bad_plan_stops_the_test_instead_of_raising():
+    shape, _clock, _runner = _shape(ConcurrencySweepShape, sweep_users=None)
+    assert shape.tick() is None
+
+
+def test_finish_restarts_from_the_first_stage():
+    shape, clock, runner = _shape(ConcurrencySweepShape, sweep_users="1,2")
+    shape.tick()
+    runner.user_count = 1
+    clock.t += 1
+    shape.tick()
+    clock.t += 10
+    shape.tick()
+    assert runner.environment.llm_stage_board.current.name == "warmup users=2"
+    shape.finish()
+    runner.user_count = 0
+    assert shape.tick() == (1, 100.0)
+    board = runner.environment.llm_stage_board
+    assert [s.name for s, *_ in board.history] == ["warmup users=1"]  # a new run: history starts again
