@@ -306,6 +306,16 @@ def slo(s: Mapping) -> str:
 # ---- attribution -----------------------------------------------------------------------------------
 
 
+def _decomposition_figure(d: Mapping) -> str:
+    rem = d.get("remainder_ms") or {}
+    parts = [("server queue", _q(d.get("queue_ms"), "mean")), ("server prefill", _q(d.get("prefill_ms"), "mean")),
+             ("other server", rem.get("server_other")), ("network & client", rem.get("network_client"))]
+    if not all(isinstance(v, int | float) for _, v in parts):
+        return ""
+    return _figure(stacked_bar("Where the mean TTFT went", [(n, float(v)) for n, v in parts]),
+                   "Means add up, quantiles do not: the split uses means over the same span.")
+
+
 def _decomposition(d: Mapping) -> str:
     if not d:
         return ""
@@ -317,15 +327,8 @@ def _decomposition(d: Mapping) -> str:
                            ("decode_itl_server_ms", "server ITL"))
         if key in d
     ]
-    rem = d.get("remainder_ms") or {}
-    parts = [("server queue", _q(d.get("queue_ms"), "mean")), ("server prefill", _q(d.get("prefill_ms"), "mean")),
-             ("other server", rem.get("server_other")), ("network & client", rem.get("network_client"))]
-    svg = ""
-    if all(v is not None for _, v in parts):
-        svg = stacked_bar("Where the mean TTFT went", [(n, float(v)) for n, v in parts])
     statement = d.get("statement")
-    return (_figure(svg) + (_note(statement) if statement else "")
-            + table(["", *Q_KEYS], rows, cls="num"))
+    return (_note(statement) if statement else "") + table(["", *Q_KEYS], rows, cls="num")
 
 
 def _windows_chart(att: Mapping) -> str:
@@ -364,12 +367,12 @@ def attribution(s: Mapping) -> str:
         spikes_html = table(["window (s)", "metric", "× median", "category", "cause"], rows, cls="spikes")
     else:
         spikes_html = _note(f"No window's P99 exceeded {num(att.get('spike_factor', 2))}× the run's median window P99.")
-    chart = _windows_chart(att)
+    decomposition = att.get("decomposition") or {}
+    figs = (_figure(_windows_chart(att), "Red bands: spike windows; purple: windows flagged by the batching rule.")
+            + _decomposition_figure(decomposition))
     return _section(
-        "attribution", "P99 attribution", bf_html,
-        _figure(chart, "Red bands: spike windows; purple: windows flagged by the batching rule."),
-        "<h3>Spikes</h3>", spikes_html, "<h3>First-token decomposition</h3>",
-        _decomposition(att.get("decomposition") or {}),
+        "attribution", "P99 attribution", bf_html, f'<div class="grid">{figs}</div>' if figs else "",
+        "<h3>Spikes</h3>", spikes_html, "<h3>First-token decomposition</h3>", _decomposition(decomposition),
     )
 
 

@@ -1,0 +1,74 @@
+"""The report from a real hub summary: written by the on_summary sink, served at /llm/report."""
+
+from __future__ import annotations
+
+import argparse
+import re
+
+import gevent
+
+from telemetry.attribution.plugin import install as install_attribution
+from telemetry.report.plugin import ROUTE, install
+from tests.telemetry.attribution.hubdata import Spec, hub_from
+
+
+def _hub(tmp_path, report: str | None):
+    specs = [Spec()] * 3 + [Spec(ttft=0.9, kv=0.99, waiting=30, preemptions=5)] + [Spec()] * 2
+    hub = hub_from(specs)
+    env = hub.environment
+    env.llm_telemetry = hub
+    env.parsed_options = argparse.Namespace(llm_report=report, attribution_window=10.0)
+    return hub, env
+
+
+def test_sink_writes_the_report_of_the_final_summary(tmp_path, capsys):
+    path = tmp_path / "out" / "report.html"
+    hub, env = _hub(tmp_path, str(path))
+    install_attribution(env)
+    install(env)
+    summary = hub.summary()
+    for sink in hub.sinks:  # what telemetry's finalize does at quit
+        sink(summary)
+    html = path.read_text(encoding="utf-8")
+    titles = re.findall(r'<svg class="chart"[^>]*><title>([^<]*)</title>', html)
+    # real summary shapes: telemetry's histograms and timeseries, our attribution section
+    assert {"TTFT distribution", "ITL distribution", "Throughput per 10 s window", "Server KV-cache usage and queue",
+            "Client latency per 10 s window", "Where the mean TTFT went"} <= set(titles)
+    assert "TTFT p99 4.5× at" in html and "30 waiting, KV 0.99, 5 preemptions" in html
+    out = capsys.readouterr().out
+    assert "attribution (10 s windows): dynamic batching ok" in out
+    assert "TTFT p99 4.5× at" in out and "→ preemption" in out
+    assert not list(path.parent.glob(".*.tmp"))
+
+
+def test_no_option_no_file_and_a_bad_path_is_logged(tmp_path, caplog):
+    hub, env = _hub(tmp_path, None)
+    install(env)
+    summary = hub.summary()
+    for sink in hub.sinks:
+        sink(summary)
+    assert list(tmp_path.iterdir()) == []
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    env.parsed_options.llm_report = str(blocker / "report.html")  # parent is a file
+    for sink in hub.sinks:
+        sink(summary)
+    assert "--llm-report: could not write" in caplog.text
+
+
+def test_web_ui_serves_the_report(tmp_path):
+    hub, env = _hub(tmp_path, None)
+    web_ui = env.create_web_ui("127.0.0.1", 0)
+    try:
+        install_attribution(env)
+        install(env)
+        client = web_ui.app.test_client()
+        live = client.get(ROUTE)
+        assert live.status_code == 200 and live.mimetype == "text/html"
+        assert b"Client latency per 10 s window" in live.data
+        hub.final_summary = {**hub.summary(), "model": "final-model-name"}
+        final = client.get(ROUTE)
+        assert b"final-model-name" in final.data
+    finally:
+        gevent.sleep(0)  # let the server greenlet start so that stop() has a server to stop
+        web_ui.stop()

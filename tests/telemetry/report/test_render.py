@@ -1,0 +1,127 @@
+"""render(summary): every plot present, nothing external, valid-ish HTML, graceful with missing parts."""
+
+from __future__ import annotations
+
+import re
+from html.parser import HTMLParser
+
+import pytest
+
+from telemetry.report import render
+from tests.telemetry.report.synthetic import single_stage_no_server, sweep_summary
+
+VOID = {"meta", "br", "img", "input", "link", "hr", "col", "source", "wbr", "area", "base", "embed", "track"}
+SVG_LEAVES = {"path", "circle", "line", "rect", "text", "title", "desc"}
+
+
+class _Checker(HTMLParser):
+    """Balanced tags (HTML void elements and self-closed SVG leaves aside) and the attributes of every tag."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stack: list[str] = []
+        self.errors: list[str] = []
+        self.attrs: list[tuple[str, str, str]] = []
+
+    def handle_starttag(self, tag, attrs):
+        self.attrs += [(tag, k, v or "") for k, v in attrs]
+        if tag not in VOID:
+            self.stack.append(tag)
+
+    def handle_startendtag(self, tag, attrs):
+        self.attrs += [(tag, k, v or "") for k, v in attrs]
+
+    def handle_endtag(self, tag):
+        if not self.stack or self.stack[-1] != tag:
+            self.errors.append(f"</{tag}> closes {self.stack[-1] if self.stack else 'nothing'}")
+        else:
+            self.stack.pop()
+
+
+def _check(html: str) -> _Checker:
+    c = _Checker()
+    c.feed(html)
+    c.close()
+    assert c.errors == [] and c.stack == [], (c.errors[:5], c.stack[-5:])
+    return c
+
+
+def _titles(html: str) -> list[str]:
+    return re.findall(r'<svg class="chart"[^>]*><title>([^<]*)</title>', html)
+
+
+def test_sweep_report_has_every_plot():
+    html = render(sweep_summary())
+    _check(html)
+    titles = _titles(html)
+    for expected in ("Throughput against load", "TTFT against load", "ITL and TPOT against load", "TTFT distribution",
+                     "ITL distribution", "TPOT distribution", "E2E distribution", "Throughput per 10 s window",
+                     "Server KV-cache usage and queue", "Client latency per 10 s window", "Where the mean TTFT went"):
+        assert expected in titles, expected
+    # the knee is marked on the three plots against load and its table row is highlighted
+    assert html.count(">knee: users=16</text>") == 3
+    assert re.search(r'<tr class="knee"><td>users=16</td>', html)
+    # stage table, SLO verdicts and attribution text
+    assert html.count("<td>users=") == 6
+    assert "ttft_p99_ms" in html and '<span class="badge bad">FAIL</span>' in html
+    assert "TTFT p99 3.1× at t=160–170s with 41 waiting, KV 0.99, 12 preemptions" in html
+    assert "client TTFT mean 860 ms = server queue 580" in html
+
+
+def test_plots_hold_the_data():
+    s = sweep_summary()
+    html = render(s)
+    ttft_plot = html[html.index("<title>TTFT against load</title>"):]
+    ttft_plot = ttft_plot[: ttft_plot.index("</svg>")]
+    # one point per stage for p50 and p99
+    assert ttft_plot.count("<circle") == 2 * len(s["stages"])
+    # the spike window is shaded on the server timeline with its cause as tooltip
+    assert re.search(r'class="band"><title>TTFT p99 3.1×', html)
+
+
+def test_nothing_external():
+    html = render(sweep_summary())
+    c = _check(html)
+    for tag, attr, value in c.attrs:
+        if attr in ("src", "href", "xlink:href", "action", "data"):
+            assert not re.match(r"\s*(https?:)?//", value), (tag, attr, value)
+            assert value.startswith("#"), (tag, attr, value)  # only in-page anchors
+    assert not re.search(r"<(script|link|img|iframe|object)\b", html)
+    assert "url(" not in html and "@import" not in html
+
+
+def test_text_is_escaped():
+    s = sweep_summary()
+    s["model"] = '<script>alert("x")</script>'
+    s["stages"][0]["name"] = "<b>stage</b>"
+    html = render(s)
+    assert "<script>" not in html and "&lt;script&gt;" in html
+    assert "&lt;b&gt;stage&lt;/b&gt;" in html
+    _check(html)
+
+
+def test_single_stage_without_server_metrics():
+    html = render(single_stage_no_server())
+    _check(html)
+    assert "One stage only: no curve against concurrency" in html
+    assert "No server metrics were scraped" in html
+    assert "No attribution in this summary." in html
+    assert "No SLO configured" in html
+    assert "could not be drawn" not in html
+    assert len(_titles(html)) >= 3  # the distributions still plot
+
+
+@pytest.mark.parametrize("summary", [{}, {"schema": 1, "stages": None, "histograms": {"ttft": {"edges_ms": []}}}])
+def test_empty_summaries_still_render(summary):
+    html = render(summary)
+    _check(html)
+    assert "No latency histograms in the summary." in html
+
+
+def test_a_broken_section_is_noted_not_fatal():
+    s = sweep_summary()
+    s["stages"][2]["start_s"] = "soon"  # malformed
+    html = render(s)
+    _check(html)
+    assert "could not be drawn from the summary" in html
+    assert "TTFT distribution" in _titles(html)
