@@ -30,7 +30,7 @@ STATE_MISSING = "missing"
 def drain_final_reports(environment, timeout_s: float = 10.0) -> set[str]:
     """Receive the remaining ``stats`` messages (fired as ``worker_report``); return workers that never quit."""
     runner = environment.runner
-    if not runner.greenlet.dead:
+    if any(not g.dead for g in runner.greenlet):  # e.g. SIGTERM: Locust has not quit the runner yet
         runner.quit()  # sends quit to the workers, waits 0.5 s, stops Locust's own listener
     expected = {c.id for c in runner.clients.all if c.state != STATE_MISSING}
     deadline = time.monotonic() + timeout_s

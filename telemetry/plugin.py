@@ -130,12 +130,8 @@ class TelemetryPlugin:
 
             return Response(generate_latest(registry), mimetype=CONTENT_TYPE)
 
-        def llm_live():
-            return Response(json.dumps(self.hub.live()), mimetype="application/json")
-
         auth = getattr(web_ui, "auth_required_if_enabled", lambda f: f)
         web_ui.app.add_url_rule("/llm/metrics", "llm_metrics", auth(llm_metrics))
-        web_ui.app.add_url_rule("/llm/live", "llm_live", auth(llm_live))
 
     # ---- every process -------------------------------------------------------------------------------
     def on_request(self, context=None, **_kw) -> None:

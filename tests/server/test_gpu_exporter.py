@@ -1,0 +1,86 @@
+"""server.gpu_exporter: per-GPU gauges from NVML (faked here), and the one-line no-GPU exit without traceback."""
+
+from __future__ import annotations
+
+import subprocess
+from types import SimpleNamespace
+
+import pynvml
+import pytest
+from prometheus_client import CollectorRegistry
+
+from server import gpu_exporter
+from tests.support import PY, ROOT
+
+
+class FakeNvml:
+    """Two GPUs with fixed memory and utilization, shaped like pynvml's API."""
+
+    NVMLError = pynvml.NVMLError
+
+    def __init__(self, gpus=((80e9, 20e9, 37), (141e9, 100e9, 90)), fail_init: bool = False):
+        self.gpus = gpus
+        self.fail_init = fail_init
+
+    def nvmlInit(self):
+        if self.fail_init:
+            raise pynvml.NVMLError(pynvml.NVML_ERROR_DRIVER_NOT_LOADED)
+
+    def nvmlShutdown(self):
+        pass
+
+    def nvmlDeviceGetCount(self):
+        return len(self.gpus)
+
+    def nvmlDeviceGetHandleByIndex(self, i):
+        return i
+
+    def nvmlDeviceGetName(self, h):
+        return f"Fake GPU {h}"
+
+    def nvmlDeviceGetMemoryInfo(self, h):
+        total, used, _ = self.gpus[h]
+        return SimpleNamespace(total=total, used=used, free=total - used)
+
+    def nvmlDeviceGetUtilizationRates(self, h):
+        return SimpleNamespace(gpu=self.gpus[h][2], memory=0)
+
+
+def test_collector_exports_memory_and_utilization_per_gpu():
+    reg = CollectorRegistry()
+    reg.register(gpu_exporter.GpuCollector(FakeNvml()))
+    g1 = {"gpu": "1", "name": "Fake GPU 1"}
+    assert reg.get_sample_value("gpu_memory_total_bytes", g1) == 141e9
+    assert reg.get_sample_value("gpu_memory_used_bytes", g1) == 100e9
+    assert reg.get_sample_value("gpu_utilization_ratio", g1) == pytest.approx(0.90)
+    assert reg.get_sample_value("gpu_utilization_ratio", {"gpu": "0", "name": "Fake GPU 0"}) == pytest.approx(0.37)
+
+
+def test_no_driver_returns_exit_code_with_one_line(capsys):
+    assert gpu_exporter.main(["--port", "0"], nvml=FakeNvml(fail_init=True)) == gpu_exporter.NO_GPU_EXIT
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "no usable NVIDIA driver/GPU" in err[0]
+
+
+def test_zero_gpus_is_also_no_gpu(capsys):
+    assert gpu_exporter.main(["--port", "0"], nvml=FakeNvml(gpus=())) == gpu_exporter.NO_GPU_EXIT
+    assert "reports no GPU" in capsys.readouterr().err
+
+
+def _has_gpu() -> bool:
+    try:
+        pynvml.nvmlInit()
+        pynvml.nvmlShutdown()
+        return True
+    except pynvml.NVMLError:
+        return False
+
+
+@pytest.mark.skipif(_has_gpu(), reason="this machine has a GPU; the no-GPU path cannot be shown here")
+def test_real_process_without_gpu_says_one_line_and_exits_nonzero():
+    p = subprocess.run([PY, "-m", "server.gpu_exporter", "--port", "0"], cwd=ROOT, capture_output=True, text=True,
+                       timeout=60)  # fmt: skip
+    assert p.returncode == gpu_exporter.NO_GPU_EXIT
+    out = (p.stdout + p.stderr).strip().splitlines()
+    assert len(out) == 1, out
+    assert "Traceback" not in p.stderr and out[0].startswith("gpu_exporter: no usable NVIDIA driver/GPU")

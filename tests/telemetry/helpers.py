@@ -1,0 +1,40 @@
+"""Test helpers: a fresh Environment with the telemetry hub installed (no network, no Locust process)."""
+
+from __future__ import annotations
+
+import argparse
+
+from locust import User
+from locust.env import Environment
+
+from shapes.stage import StageBoard
+from telemetry.hub import TelemetryHub
+from telemetry.plugin import install
+
+
+class _Nobody(User):
+    abstract = True
+
+
+def options(**overrides) -> argparse.Namespace:
+    base = dict(prometheus_port=0, prometheus_host="127.0.0.1", server_metrics_url="off", server_metrics_interval=2.0,
+                slo_ttft_p99_ms=None, slo_itl_p95_ms=None, slo_drift_p99_ms=None, slo_error_rate=None,
+                slo_preset=None, attribution_window=10.0, llm_summary_json=None, llm_csv=None, llm_report=None,
+                model="tiny", num_users=4, input_len="fixed:512", headless=True)  # fmt: skip
+    base.update(overrides)
+    return argparse.Namespace(**base)
+
+
+def local_env(board: bool = True, **opts) -> tuple[Environment, TelemetryHub]:
+    env = Environment(user_classes=[_Nobody], parsed_options=options(**opts), host="http://127.0.0.1:9")
+    env.create_local_runner()
+    if board:
+        env.llm_stage_board = StageBoard()
+    hub = install(env)
+    return env, hub
+
+
+def fire(env: Environment, result) -> None:
+    env.events.request.fire(request_type="POST", name=result.name, response_time=result.e2e_s * 1000,
+                            response_length=result.output_tokens, exception=None,
+                            context={"llm_result": result})  # fmt: skip

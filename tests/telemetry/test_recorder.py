@@ -1,0 +1,137 @@
+"""Recorder: ingestion (ITL k samples of g/k, failures counted not timed), take/reset, merge == one process."""
+
+from __future__ import annotations
+
+import math
+import time
+
+import msgpack
+import numpy as np
+import pytest
+
+from telemetry.buckets import BOUNDS, SUB_10MS, VLLM_ITL, VLLM_REQUEST, VLLM_TTFT, BucketHistogram
+from telemetry.recorder import Recorder
+from telemetry.slo import SloSet
+from tests.telemetry.synthetic import make_result
+
+
+def _wire(state: dict) -> dict:
+    """What a worker's report looks like after Locust's msgpack transport."""
+    return msgpack.unpackb(msgpack.packb(state))
+
+
+def test_itl_takes_k_samples_of_gap_over_k_and_inter_chunk_one_per_chunk():
+    r = make_result(ttft=0.2, itl=0.01, chunk_tokens=[1, 1, 3, 1, 4])
+    rec = Recorder()
+    rec.record(r)
+    c = rec.cells[("SynthUser", "main", None)]
+    assert c.sketches["itl"].count == 9 == r.output_tokens - 1
+    assert c.sketches["inter_chunk"].count == 4
+    assert math.isclose(c.sketches["itl"].sum, float(r.itl_samples().sum()), rel_tol=1e-12)
+    assert math.isclose(c.sketches["inter_chunk"].max, 0.04, rel_tol=1e-9)  # the 4-token chunk's gap
+    assert math.isclose(c.sketches["ttft"].min, 0.2, rel_tol=1e-9)
+    assert math.isclose(c.sketches["tpot"].min, r.tpot_s, rel_tol=1e-12)
+    assert math.isclose(c.sketches["decode_span"].max, r.decode_span_s, rel_tol=1e-12)
+    assert c.hists["itl"].count == 9 and c.outcomes == {"ok": 1} and c.output_tokens == 10
+
+
+def test_failures_are_counted_by_kind_but_not_timed():
+    rec = Recorder()
+    rec.record(make_result(ok=False, error_kind="timeout"))
+    rec.record(make_result(ok=False, error_kind="http_5xx"))
+    rec.record(make_result(ok=False, error_kind="http_5xx"))
+    rec.record(make_result())
+    c = rec.cells[("SynthUser", "main", None)]
+    assert c.outcomes == {"timeout": 1, "http_5xx": 2, "ok": 1}
+    assert c.sketches["ttft"].count == 1 and c.sketches["e2e"].count == 1
+    assert sum(s.errors for s in rec.slots.values()) == 3
+
+
+def test_cells_are_keyed_by_user_class_stage_and_version():
+    rec = Recorder()
+    rec.record(make_result(stage="a"))
+    rec.record(make_result(stage="b", version="v4"))
+    rec.record(make_result(stage="b", version="v4", user_class="Other"))
+    assert set(rec.cells) == {("SynthUser", "a", None), ("SynthUser", "b", "v4"), ("Other", "b", "v4")}
+    assert len(rec.select(stage="b")) == 2 and len(rec.select(version="v4", user_class="Other")) == 1
+
+
+def test_prompt_mismatch_uses_only_usage_results_with_a_client_count():
+    rec = Recorder()
+    rec.record(make_result(prompt_tokens=100, prompt_tokens_client=103))
+    rec.record(make_result(prompt_tokens=200, prompt_tokens_client=190))
+    rec.record(make_result(prompt_tokens=50, prompt_tokens_client=60, token_source="tokenizer"))
+    rec.record(make_result(prompt_tokens=80))
+    assert (rec.mismatch_abs, rec.mismatch_server) == (13, 300)
+    assert rec.token_sources == {"usage": 3, "tokenizer": 1}
+
+
+def test_goodput_counts_requests_meeting_every_slo():
+    rec = Recorder(SloSet({"ttft_p99_ms": 150.0, "itl_p95_ms": 30.0}))
+    rec.record(make_result(ttft=0.1, itl=0.02))  # good
+    rec.record(make_result(ttft=0.2, itl=0.02))  # TTFT too slow
+    rec.record(make_result(ttft=0.1, itl=0.05))  # ITL too slow
+    rec.record(make_result(ok=False, error_kind="timeout"))
+    assert rec.cells[("SynthUser", "main", None)].good == 1
+
+
+def test_kv_block_fill_uses_blocks_of_16():
+    rec = Recorder()
+    rec.record_kv_fill("main", [(10, 0)])  # 10 / 16
+    rec.record_kv_fill("main", [(16, 1), (32, 0)])  # 49 / (32 + 32)
+    rec.record_kv_fill("main", [])  # nothing in flight: no sample
+    f = rec.kv_fill["main"]
+    assert f.samples == 2 and math.isclose(f.ratio_sum, 10 / 16 + 49 / 64)
+    assert rec.kv_last == (0, 0)
+
+
+def test_take_resets_and_merge_of_parts_equals_one_process():
+    rng = np.random.default_rng(5)
+    results = [make_result(ttft=float(rng.uniform(0.05, 0.5)), itl=rng.uniform(0.005, 0.05, 39),
+                           tokens=40, stage=f"s{i % 2}", ok=bool(i % 7), error_kind=None if i % 7 else "timeout")
+               for i in range(300)]  # fmt: skip
+    whole = Recorder()
+    for r in results:
+        whole.record(r)
+    merged = Recorder()
+    parts = [Recorder(), Recorder(), Recorder()]
+    for i, r in enumerate(results):
+        parts[i % 3].record(r)
+    for p in parts:
+        merged.merge(_wire(p.take()))
+        assert not p.cells and not p.slots  # reset after take
+    assert set(merged.cells) == set(whole.cells)
+    for key, c in whole.cells.items():
+        m = merged.cells[key]
+        assert m.outcomes == c.outcomes and m.output_tokens == c.output_tokens
+        for metric in ("ttft", "itl", "tpot", "e2e", "decode_span"):
+            a, b = m.sketches[metric], c.sketches[metric]
+            assert a.count == b.count and math.isclose(a.sum, b.sum, rel_tol=1e-9)
+            assert [a.quantile(q) for q in (0.5, 0.9, 0.99)] == [b.quantile(q) for q in (0.5, 0.9, 0.99)]
+            assert np.array_equal(m.hists[metric].counts, c.hists[metric].counts)
+    assert sum(s.requests for s in merged.slots.values()) == 300
+
+
+def test_windows_slots_follow_wall_clock():
+    rec = Recorder(slot_s=1.0)
+    now = time.perf_counter()
+    rec.record(make_result(ttft=0.1, end=now - 5.0))
+    rec.record(make_result(ttft=0.1, end=now))
+    slots = sorted(rec.slots)
+    assert len([i for i in slots if rec.slots[i].requests]) == 2
+    assert slots[-1] - slots[0] >= 4
+
+
+def test_merge_rejects_foreign_state():
+    with pytest.raises(ValueError):
+        Recorder().merge({"v": 99})
+
+
+def test_bucket_boundaries_are_vllms_plus_sub_10ms():
+    assert BOUNDS["ttft"][:3] == (0.001, 0.005, 0.01) and BOUNDS["ttft"][-1] == 2560.0 and len(VLLM_TTFT) == 22
+    assert BOUNDS["itl"] == SUB_10MS + VLLM_ITL and VLLM_ITL[0] == 0.01 and max(SUB_10MS) < 0.01
+    assert BOUNDS["e2e"] == VLLM_REQUEST and VLLM_REQUEST[-1] == 7680.0
+    h = BucketHistogram(BOUNDS["itl"])
+    h.add_many(np.array([0.0049, 0.005, 0.0051, 100.0]))
+    cum = dict(h.cumulative())
+    assert cum[0.005] == 2 and cum[0.0075] == 3 and cum[80.0] == 3 and cum[math.inf] == 4  # le is inclusive

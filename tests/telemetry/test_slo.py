@@ -1,0 +1,78 @@
+"""SLO options, presets, evaluation on merged sketches, CHECK FAILED lines and the exit code set at the end."""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+import pytest
+
+from telemetry.sketch import LogSketch
+from telemetry.slo import EXIT_CODE, SloSet, failure_lines
+from tests.telemetry.helpers import fire, local_env, options
+from tests.telemetry.synthetic import make_result
+
+
+def test_preset_seed_and_explicit_override():
+    s = SloSet.from_options(options(slo_preset="seed"))
+    assert s.thresholds == {"ttft_p99_ms": 800.0, "itl_p95_ms": 120.0, "drift_p99_ms": 2500.0}
+    s = SloSet.from_options(options(slo_preset="seed", slo_ttft_p99_ms=300.0, slo_error_rate=0.01))
+    assert s.thresholds["ttft_p99_ms"] == 300.0 and s.thresholds["error_rate"] == 0.01
+    assert not SloSet.from_options(options())
+    with pytest.raises(ValueError):
+        SloSet({"nonsense": 1.0})
+
+
+def test_evaluate_reads_quantiles_and_error_rate():
+    ttft, itl, span = LogSketch(), LogSketch(), LogSketch()
+    ttft.add_many(np.linspace(0.1, 1.0, 1000))  # p99 ~ 991 ms
+    itl.add_many(np.full(100, 0.05))
+    span.add_many(np.full(10, 2.0))
+    sk = {"ttft": ttft, "itl": itl, "decode_span": span}
+    checks = SloSet({"ttft_p99_ms": 800, "itl_p95_ms": 120, "drift_p99_ms": 2500, "error_rate": 0.01}).evaluate(
+        sk, 0.02
+    )
+    by = {c["name"]: c for c in checks}
+    assert not by["ttft_p99_ms"]["passed"] and by["ttft_p99_ms"]["value"] == pytest.approx(991, rel=0.01)
+    assert by["itl_p95_ms"]["passed"] and by["itl_p95_ms"]["value"] == pytest.approx(50, rel=0.01)
+    assert by["drift_p99_ms"]["passed"]
+    assert not by["error_rate"]["passed"] and by["error_rate"]["value"] == 0.02
+    lines = failure_lines(checks)
+    assert len(lines) == 2
+    assert lines[0].startswith("CHECK FAILED: ttft_p99_ms 99") and lines[0].endswith("> 800 (threshold 800)")
+    assert lines[1] == "CHECK FAILED: error_rate 0.02 > 0.01 (threshold 0.01)"
+
+
+def test_no_data_fails_the_check():
+    checks = SloSet({"ttft_p99_ms": 800}).evaluate({"ttft": LogSketch()}, 0.0)
+    assert checks[0]["passed"] is False and failure_lines(checks) == [
+        "CHECK FAILED: ttft_p99_ms has no data (threshold 800)"
+    ]
+
+
+def _run(threshold_ms: float, caplog) -> tuple[object, dict]:
+    env, hub = local_env(slo_ttft_p99_ms=threshold_ms)
+    hub.plugin.on_test_start()
+    for i in range(100):
+        fire(env, make_result(ttft=0.1 + 0.001 * i))  # p99 ~ 199 ms
+    with caplog.at_level(logging.ERROR):
+        hub.plugin.on_quitting()
+    hub.plugin.close()
+    return env, hub.final_summary
+
+
+def test_gate_sets_exit_code_3_when_crossed(caplog, capsys):
+    env, summary = _run(150.0, caplog)
+    assert env.process_exit_code == EXIT_CODE
+    assert summary["slo"]["passed"] is False
+    assert [r.getMessage() for r in caplog.records if "CHECK FAILED" in r.getMessage()] == [
+        f"CHECK FAILED: ttft_p99_ms {summary['ttft_ms']['p99']:.4g} > 150 (threshold 150)"
+    ]
+    assert "SLO FAILED" in capsys.readouterr().out
+
+
+def test_gate_leaves_exit_code_alone_when_met(caplog):
+    env, summary = _run(400.0, caplog)
+    assert env.process_exit_code is None  # Locust then exits 0
+    assert summary["slo"]["passed"] is True and summary["slo"]["checks"][0]["value"] < 400
+    assert not [r for r in caplog.records if "CHECK FAILED" in r.getMessage()]

@@ -1,0 +1,162 @@
+"""Summary schema 1 (keys and types of DESIGN.md), stages from the board, sections, sinks, windows, wire path."""
+
+from __future__ import annotations
+
+import csv
+import json
+import time
+
+import msgpack
+import pytest
+
+from shapes.stage import Stage
+from telemetry.recorder import Recorder
+from tests.telemetry.helpers import fire, local_env
+from tests.telemetry.synthetic import make_result
+
+Q_KEYS = {"count", "mean", "p50", "p90", "p95", "p99", "max"}
+TOP = {"schema", "duration_s", "workers", "model", "host", "requests", "tokens", "ttft_ms", "itl_ms", "inter_chunk_ms",
+       "tpot_ms", "e2e_ms", "decode_span_ms", "goodput_rps", "slo", "stages", "saturation", "server",
+       "client_kv_block_fill", "attribution", "versions", "timeseries", "histograms"}  # fmt: skip
+STAGE = {"name": str, "users": (int, type(None)), "rate": (float, type(None)), "input_len": (str, type(None)),
+         "start_s": float, "end_s": float, "requests": int, "output_per_s": (float, type(None)),
+         "prompt_tokens_mean": (float, type(None)), "client_queue_ms": dict, "ttft_ms": dict, "itl_ms": dict,
+         "tpot_ms": dict, "e2e_ms": dict, "client_kv_block_fill": (float, type(None)),
+         "server_kv_usage_mean": (float, type(None)), "preemptions": (int, type(None))}  # fmt: skip
+
+
+def _is_q(q: dict) -> bool:
+    return set(q) == Q_KEYS and isinstance(q["count"], int)
+
+
+@pytest.fixture
+def run():
+    env, hub = local_env()
+    board = env.llm_stage_board
+    hub.plugin.on_test_start()
+    board.set(Stage("warm", index=0, users=2, warmup=True))
+    for _ in range(5):
+        fire(env, make_result(ttft=5.0, stage="warm"))
+    board.set(Stage("users=2", index=1, users=2))
+    for i in range(40):
+        fire(env, make_result(ttft=0.1 + 0.001 * i, itl=0.01, tokens=20, stage="users=2", prompt_tokens=512,
+                              prompt_tokens_client=500))  # fmt: skip
+    fire(env, make_result(ok=False, error_kind="stream_cut", stage="users=2", prompt_tokens=512))
+    board.set(Stage("users=4", index=2, users=4, rate=None, input_len="zipf:1.2:16:4096"))
+    for i in range(60):
+        fire(env, make_result(ttft=0.3 + 0.001 * i, itl=0.02, tokens=10, stage="users=4"))
+    hub.plugin.sample_kv_fill()  # no llm_inflight attribute: nothing recorded, no crash
+    env.llm_inflight = type("I", (), {"snapshot": staticmethod(lambda: [(512, 8), (100, 0)])})()
+    hub.plugin.sample_kv_fill()
+    yield env, hub
+    hub.plugin.close()
+
+
+def test_schema_keys_and_types(run):
+    env, hub = run
+    hub.plugin.pump_local()
+    s = json.loads(json.dumps(hub.summary()))  # plain JSON data all the way down
+    assert TOP <= set(s) and s["schema"] == 1 and s["workers"] == 1 and s["model"] == "tiny"
+    assert s["requests"] == {"total": 101, "ok": 100, "failed": 1, "errors": {"stream_cut": 1}, "warmup": 5}
+    assert s["tokens"]["output"] == 40 * 20 + 60 * 10 and s["tokens"]["source"] == "usage"
+    assert s["tokens"]["prompt_mismatch_ratio"] == pytest.approx(12 / 512)
+    for k in ("ttft_ms", "itl_ms", "inter_chunk_ms", "tpot_ms", "e2e_ms", "decode_span_ms"):
+        assert _is_q(s[k]), k
+    assert s["ttft_ms"]["count"] == 100 and s["ttft_ms"]["max"] == pytest.approx(359.0)  # warm-up's 5 s left out
+    assert s["slo"] == {"passed": True, "checks": []} and s["goodput_rps"] > 0
+    assert set(s["server"]) >= {"kv_cache_usage", "requests_waiting_max", "preemptions", "metric_names"}
+    assert s["server"]["metric_names"] == "none"
+    assert set(s["attribution"]) >= {"window_s", "spikes", "batching_failure", "decomposition"}
+    assert s["saturation"]["stage"] is None and s["versions"] == {}
+    assert s["client_kv_block_fill"]["mean"] == pytest.approx(620 / 640)  # (512+8) + 100 in 33 + 7 blocks
+    assert (
+        set(s["histograms"]["ttft"]) == {"edges_ms", "counts", "count"}
+        and sum(s["histograms"]["ttft"]["counts"]) == 100
+    )
+    assert s["timeseries"]["window_s"] == 10.0 and sum(w["requests"] for w in s["timeseries"]["client"]) == 106
+
+
+def test_stage_rows_from_the_board(run):
+    env, hub = run
+    hub.plugin.pump_local()
+    stages = hub.summary()["stages"]
+    assert [st["name"] for st in stages] == ["warm", "users=2", "users=4"]
+    for st in stages:
+        for key, types in STAGE.items():
+            assert isinstance(st[key], types), (key, st[key])
+        assert st["end_s"] >= st["start_s"]
+    assert stages[0]["end_s"] == stages[1]["start_s"] and stages[1]["end_s"] == stages[2]["start_s"]
+    two, four = stages[1], stages[2]
+    assert two["requests"] == 41 and two["ttft_ms"]["count"] == 40 and two["prompt_tokens_mean"] == 512
+    assert two["itl_ms"]["p50"] == pytest.approx(10, rel=0.01) and four["itl_ms"]["p50"] == pytest.approx(20, rel=0.01)
+    assert four["input_len"] == "zipf:1.2:16:4096" and two["input_len"] == "fixed:512"
+    assert four["client_kv_block_fill"] == pytest.approx(620 / 640) and two["client_kv_block_fill"] is None
+
+
+def test_sections_override_defaults_and_a_broken_one_is_contained(run):
+    env, hub = run
+    hub.add_section("saturation", lambda h: {"stage": "users=4", "reason": "flat"})
+    hub.add_section("versions", lambda h: 1 / 0)
+    s = hub.summary()
+    assert s["saturation"] == {"stage": "users=4", "reason": "flat"}
+    assert "ZeroDivisionError" in s["versions"]["error"]
+
+
+def test_sinks_json_csv_and_on_summary(run, tmp_path, capsys):
+    env, hub = run
+    env.parsed_options.llm_summary_json = str(tmp_path / "out" / "summary.json")
+    env.parsed_options.llm_csv = str(tmp_path / "csv" / "run")
+    seen = []
+    hub.on_summary(lambda s: 1 / 0)  # a broken sink does not stop the next
+    hub.on_summary(seen.append)
+    hub.plugin.on_quitting()
+    saved = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert saved["requests"]["total"] == 101 and seen and seen[0]["requests"] == saved["requests"]
+    rows = list(csv.DictReader(open(tmp_path / "csv" / "run_llm_stats.csv")))
+    ttft_all = next(r for r in rows if r["scope"] == "all" and r["metric"] == "ttft")
+    assert float(ttft_all["p99_ms"]) == pytest.approx(saved["ttft_ms"]["p99"])
+    stages = list(csv.DictReader(open(tmp_path / "csv" / "run_llm_stages.csv")))
+    assert [r["name"] for r in stages] == ["warm", "users=2", "users=4"] and stages[2]["requests"] == "60"
+    out = capsys.readouterr().out
+    assert "TTFT" in out and "users=4" in out and "stream_cut 1" in out
+
+
+def test_windows_split_by_time(run):
+    env, hub = run
+    now = time.perf_counter()
+    hub.t0_wall = time.time() - 30.0
+    fire(env, make_result(ttft=0.5, end=now - 25.0))
+    hub.plugin.pump_local()
+    ws = hub.windows(10.0)
+    assert [w.start_s for w in ws][:3] == [0.0, 10.0, 20.0]
+    assert ws[0].sketches["ttft"].count == 1 and ws[0].requests == 1
+    assert sum(w.requests for w in ws) == 107 and sum(w.requests for w in ws[2:]) == 106  # 1 s slots
+
+
+def test_live_rows_per_stage(run):
+    env, hub = run
+    hub.plugin.pump_local()
+    live = hub.live()
+    row = {r["stage"]: r for r in live["stages"]}["users=4"]
+    assert row["ttft_p50_ms"] == pytest.approx(330, rel=0.01) and row["itl_p99_ms"] == pytest.approx(20, rel=0.01)
+    assert row["output_tok_s"] > 0 and live["client_kv_block_fill"] == pytest.approx(620 / 640)
+
+
+def test_worker_reports_over_msgpack_merge_like_one_process():
+    env, hub = local_env()
+    hub.plugin.on_test_start()
+    workers = [Recorder(), Recorder()]
+    single = Recorder()
+    for i in range(200):
+        r = make_result(ttft=0.05 + 0.0005 * i, itl=0.01, tokens=8)
+        workers[i % 2].record(r)
+        single.record(r)
+    for n, w in enumerate(workers):
+        data = {"llm": w.take(), "stats": []}
+        hub.plugin.on_worker_report(client_id=f"w{n}", data=msgpack.unpackb(msgpack.packb(data)))
+    hub.plugin.on_worker_report(client_id="w9", data={"llm": {"v": 1, "junk": True}})  # dropped with a line
+    s = hub.summary()
+    assert s["workers"] == 2 and s["requests"]["total"] == 200
+    one = single.merged_sketch(list(single.cells.values()), "ttft")
+    assert s["ttft_ms"]["p50"] == pytest.approx(one.quantile(0.5) * 1000, rel=1e-12)
+    hub.plugin.close()
