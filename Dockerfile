@@ -21,7 +21,7 @@ RUN grep -vE '^(pytest|ruff|selenium)==' requirements.txt > /tmp/requirements-ru
 COPY . .
 
 # Locust web UI, master<->worker port, the master's Prometheus exporter, the simulator, the GPU exporter.
-EXPOSE 8089 5557 9646 8000 9835
+EXPOSE 8089 5557 9646 8000 9400
 
 # results/ is where the compose file's locust-master writes --llm-summary-json/--llm-report (a bind mount);
 # the image runs as root so that a host folder created by Docker stays writable.
