@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 from collections import Counter
 
+from tokenizer_checks.argtypes import non_negative
 from tokenizer_checks.loading import load
 from tokenizer_checks.outcome import Outcome
 from tokenizer_checks.segments import boundary_diffs
@@ -28,7 +29,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--tokenizers", required=True, metavar="A,B,...", help="two or more TOKs, comma-separated")
     p.add_argument("--cases", default=str(DEFAULT_CASES), metavar="FILE",
                    help="cases, one per line or JSONL with 'text' (optional 'category'); default: the shipped set")
-    p.add_argument("--max-inconsistent", type=int, metavar="N",
+    p.add_argument("--max-inconsistent", type=non_negative, metavar="N",
                    help="exit 1 when more than N cases are split differently")
 
 

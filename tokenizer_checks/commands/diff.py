@@ -15,6 +15,7 @@ import argparse
 import json
 from pathlib import Path
 
+from tokenizer_checks.argtypes import fraction, non_negative
 from tokenizer_checks.outcome import Outcome
 from tokenizer_checks.segments import boundary_diffs
 from tokenizer_checks.texts import InputError, parse_names
@@ -26,9 +27,9 @@ REQUIRED = ("ts", "tokenizer", "input_id", "tokens", "offsets")
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("logs", nargs="+", metavar="LOG.jsonl", help="one log with two tokenizers, or two logs")
     p.add_argument("--pair", metavar="A,B", help="the two tokenizers to compare when the logs hold more")
-    p.add_argument("--max-diff-share", type=float, metavar="X",
+    p.add_argument("--max-diff-share", type=fraction, metavar="X",
                    help="exit 1 when the share of inputs split differently is above X (0..1)")
-    p.add_argument("--show", type=int, default=10, metavar="N", help="differing inputs to print (default 10)")
+    p.add_argument("--show", type=non_negative, default=10, metavar="N", help="differing inputs to print (default 10)")
 
 
 def read_log(path: str) -> list[dict]:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import statistics
 
+from tokenizer_checks.argtypes import fraction, non_negative
 from tokenizer_checks.loading import load
 from tokenizer_checks.outcome import Outcome
 from tokenizer_checks.segments import boundary_diffs, jaccard_drift, special_token_diff
@@ -23,24 +24,18 @@ HELP = "Jaccard drift, boundary differences and special-token changes between tw
 DEFAULT_CORPUS = shipped("drift_corpus.txt")
 
 
-def _fraction(text: str) -> float:
-    value = float(text)
-    if not 0.0 <= value <= 1.0:
-        raise argparse.ArgumentTypeError(f"expected a number between 0 and 1, got {text!r}")
-    return value
-
-
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--old", required=True, metavar="TOK", help="the tokenizer in service now")
     p.add_argument("--new", required=True, metavar="TOK", help="the candidate tokenizer")
     p.add_argument("--corpus", default=str(DEFAULT_CORPUS), metavar="FILE",
                    help="texts, one per line or JSONL with 'text' (default: the shipped mixed corpus)")
-    p.add_argument("--examples", type=int, default=5, metavar="N", help="most-drifted texts to show (default 5)")
-    p.add_argument("--max-mean-drift", type=_fraction, metavar="X", help="exit 1 when the mean drift is above X")
-    p.add_argument("--max-plain-mean-drift", type=_fraction, metavar="X",
+    p.add_argument("--examples", type=non_negative, default=5, metavar="N",
+                   help="most-drifted texts to show (default 5)")
+    p.add_argument("--max-mean-drift", type=fraction, metavar="X", help="exit 1 when the mean drift is above X")
+    p.add_argument("--max-plain-mean-drift", type=fraction, metavar="X",
                    help="exit 1 when the mean drift over plain texts (no special token matched) is above X")
-    p.add_argument("--max-drift", type=_fraction, metavar="X", help="exit 1 when any text's drift is above X")
-    p.add_argument("--min-identical", type=_fraction, metavar="X",
+    p.add_argument("--max-drift", type=fraction, metavar="X", help="exit 1 when any text's drift is above X")
+    p.add_argument("--min-identical", type=fraction, metavar="X",
                    help="exit 1 when the share of texts with identical ids is below X")
 
 

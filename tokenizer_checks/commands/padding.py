@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 from dataclasses import asdict, dataclass
 
+from tokenizer_checks.argtypes import fraction, non_negative, positive
 from tokenizer_checks.loading import config, load, token_text
 from tokenizer_checks.outcome import Outcome
 from tokenizer_checks.texts import InputError, load_texts
@@ -31,21 +32,12 @@ HELP = "padding rate and end-token inflation from special-token handling, before
 KNOWN_END_TOKENS = ("<|eot_id|>", "<|end_of_text|>", "<｜end▁of▁sentence｜>", "<|im_end|>", "<|endoftext|>", "<|EOT|>")
 
 
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
-    return value
-
-
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--tokenizer", required=True, metavar="TOK")
+    p.add_argument("--tokenizer", required=True, metavar="TOK",
+                   help="the tokenizer whose special-token handling is checked")
     p.add_argument("--batch", required=True, metavar="FILE", help="texts, one per line or JSONL with 'text'")
-    p.add_argument("--max-length", type=_positive, default=2048, metavar="N", help="truncation length (default 2048)")
-    p.add_argument("--batch-size", type=_positive, default=8, metavar="N",
+    p.add_argument("--max-length", type=positive, default=2048, metavar="N", help="truncation length (default 2048)")
+    p.add_argument("--batch-size", type=positive, default=8, metavar="N",
                    help="rows per padded micro-batch (default 8)")
     p.add_argument("--pad-to", choices=("longest", "max_length"), default="longest",
                    help="pad each micro-batch to its longest row (default) or to --max-length")
@@ -57,9 +49,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="prepend BOS (default: the tokenizer_config's add_bos_token)")
     p.add_argument("--end-token", metavar="TEXT",
                    help="token appended by add_eos_token (default: <|eot_id|> when in the vocabulary, else eos_token)")
-    p.add_argument("--max-padding-rate", type=float, metavar="X",
+    p.add_argument("--max-padding-rate", type=fraction, metavar="X",
                    help="exit 1 when the configured (before) padding rate is above X (0..1)")
-    p.add_argument("--max-duplicate-end", type=int, metavar="N",
+    p.add_argument("--max-duplicate-end", type=non_negative, metavar="N",
                    help="exit 1 when more than N sequences get a second end token")
 
 
