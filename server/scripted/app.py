@@ -152,6 +152,7 @@ class Stream:
                 write(_chunk(b'{"choices": [{"delta": {"content": "oops'))
             take = min(k, n - done)
             done += take
+            s.stats["tokens_sent"] += take
             finish = b'"length"' if done == n else b"null"
             text = "".join(next(words) for _ in range(take))
             write(self._event(self._choice(text, finish), done if self.continuous else None))
