@@ -1,0 +1,410 @@
+"""vLLM's OpenAI-compatible endpoints over the simulated engine.
+
+``POST /v1/completions`` (prompt: string, list of strings, token ids, or lists of token ids) and
+``POST /v1/chat/completions`` (messages rendered with the DeepSeek chat template), streamed or not;
+``GET /v1/models``, ``/health``, ``/version``, ``/metrics``; ``POST /tokenize``, ``/detokenize``.
+Errors carry vLLM's body ``{"error": {"message", "type", "param", "code"}}``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import os
+import time
+from dataclasses import dataclass
+
+import numpy as np
+import orjson
+from prometheus_client import CollectorRegistry
+from tokenizers import Tokenizer
+
+from server.sim import sse
+from server.sim.engine import Engine
+from server.sim.faults import HANG_SECONDS, IMMEDIATE, Fault, Faults
+from server.sim.http import Connection, Handler, Request
+from server.sim.metrics import CONTENT_TYPE, render
+from server.sim.scheduler import FINISHED, SimRequest
+from server.sim.textgen import Vocabulary
+from tokenizer_checks.bundled import render_chat
+
+ERROR_TYPES = {400: "BadRequestError", 404: "NotFoundError", 429: "RateLimitError", 500: "InternalServerError"}
+
+
+class ApiError(Exception):
+    def __init__(self, status: int, message: str, param: str | None = None):
+        super().__init__(message)
+        self.status, self.message, self.param = status, message, param
+
+    def body(self) -> bytes:
+        return error_body(self.status, self.message, self.param)
+
+
+def error_body(status: int, message: str, param: str | None = None) -> bytes:
+    return orjson.dumps({"error": {"message": message, "type": ERROR_TYPES.get(status, "Error"), "param": param,
+                                   "code": status}})
+
+
+@dataclass(frozen=True, slots=True)
+class GenParams:
+    prompts: list[list[int]]
+    max_tokens: list[int]
+    min_tokens: int
+    ignore_eos: bool
+    stream: bool
+    include_usage: bool
+    continuous_usage: bool
+
+
+def _int(data: dict, key: str, default: int | None, minimum: int) -> int | None:
+    v = data.get(key, default)
+    if v is None:
+        return None
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise ApiError(400, f"{key} must be an integer, got {v!r}.", key)
+    if v < minimum:
+        raise ApiError(400, f"{key} must be at least {minimum}, got {v}.", key)
+    return v
+
+
+def _bool(data: dict, key: str, default: bool) -> bool:
+    v = data.get(key, default)
+    if v is None:
+        return default
+    if not isinstance(v, bool):
+        raise ApiError(400, f"{key} must be a boolean, got {v!r}.", key)
+    return v
+
+
+def _is_ids(x: object) -> bool:
+    return isinstance(x, list) and bool(x) and all(isinstance(i, int) and not isinstance(i, bool) for i in x)
+
+
+class SimApp:
+    """Request parsing, validation and response writing; the engine does the timing."""
+
+    def __init__(self, engine: Engine, tokenizer: Tokenizer, vocab: Vocabulary, model_name: str,
+                 max_model_len: int, eos_probability: float, rng: np.random.Generator,
+                 registry: CollectorRegistry, faults: Faults | None = None):
+        self.engine = engine
+        self.tok = tokenizer
+        self.vocab_size = tokenizer.get_vocab_size()
+        self.text_of = vocab.text
+        self.model_name = model_name
+        self.max_model_len = max_model_len
+        self.eos_p = eos_probability
+        self.rng = rng
+        self.registry = registry
+        self.faults = faults
+        self.created = int(time.time())
+        self._ids = itertools.count(1)
+        self._id_prefix = os.urandom(4).hex()
+
+    def routes(self) -> dict[tuple[str, str], Handler]:
+        return {
+            ("GET", "/health"): self.health,
+            ("GET", "/ping"): self.health,
+            ("GET", "/version"): self.version,
+            ("GET", "/v1/models"): self.models,
+            ("GET", "/metrics"): self.metrics,
+            ("POST", "/v1/completions"): self.completions,
+            ("POST", "/v1/chat/completions"): self.chat,
+            ("POST", "/tokenize"): self.tokenize,
+            ("POST", "/detokenize"): self.detokenize,
+        }
+
+    # ---- small endpoints --------------------------------------------------------------------
+    def health(self, req: Request, conn: Connection) -> None:
+        conn.respond(200, b"")
+
+    def version(self, req: Request, conn: Connection) -> None:
+        conn.respond(200, b'{"version":"server.sim"}')
+
+    def models(self, req: Request, conn: Connection) -> None:
+        card = {"id": self.model_name, "object": "model", "created": self.created, "owned_by": "vllm",
+                "root": self.model_name, "parent": None, "max_model_len": self.max_model_len}
+        conn.respond(200, orjson.dumps({"object": "list", "data": [card]}))
+
+    def metrics(self, req: Request, conn: Connection) -> None:
+        conn.respond(200, render(self.registry), CONTENT_TYPE)
+
+    def tokenize(self, req: Request, conn: Connection) -> None:
+        try:
+            data = self._json(req.body)
+            self._check_model(data)
+            if "messages" in data:
+                ids = self._chat_ids(data["messages"], _bool(data, "add_generation_prompt", True))
+            elif isinstance(data.get("prompt"), str):
+                ids = self.tok.encode(data["prompt"], add_special_tokens=_bool(data, "add_special_tokens", True)).ids
+            else:
+                raise ApiError(400, "tokenize needs 'prompt' (a string) or 'messages'.", "prompt")
+        except ApiError as e:
+            conn.respond(e.status, e.body())
+            return
+        conn.respond(200, orjson.dumps({"count": len(ids), "max_model_len": self.max_model_len, "tokens": ids,
+                                        "token_strs": None}))
+
+    def detokenize(self, req: Request, conn: Connection) -> None:
+        try:
+            data = self._json(req.body)
+            self._check_model(data)
+            ids = data.get("tokens")
+            if not (ids == [] or _is_ids(ids)):
+                raise ApiError(400, "detokenize needs 'tokens': a list of token ids.", "tokens")
+            self._check_ids(ids)
+        except ApiError as e:
+            conn.respond(e.status, e.body())
+            return
+        conn.respond(200, orjson.dumps({"prompt": self.tok.decode(ids, skip_special_tokens=False)}))
+
+    # ---- generation -------------------------------------------------------------------------
+    def completions(self, req: Request, conn: Connection) -> None:
+        self._generate(req, conn, "completion")
+
+    def chat(self, req: Request, conn: Connection) -> None:
+        self._generate(req, conn, "chat")
+
+    def _generate(self, req: Request, conn: Connection, kind: str) -> None:
+        try:
+            params = self._parse(req.body, kind)
+        except ApiError as e:
+            conn.respond(e.status, e.body())
+            return
+        fault = self.faults.decide(min(params.max_tokens)) if self.faults is not None else None
+        if fault is not None and fault.kind in IMMEDIATE:
+            status = int(fault.kind)
+            headers = {"retry-after": "1"} if status == 429 else None
+            conn.respond(status, error_body(status, f"simulated fault ({fault.kind})"), headers=headers)
+            return
+        rid = f"{sse.KINDS[kind][1]}{self._id_prefix}{next(self._ids):08x}"
+        reqs = [self._sim_request(f"{rid}-{i}", ids, mt, params)
+                for i, (ids, mt) in enumerate(zip(params.prompts, params.max_tokens, strict=True))]
+        if params.stream:
+            resp: _Response = StreamResponse(self, conn, kind, rid, reqs, params, fault)
+        else:
+            resp = FullResponse(self, conn, kind, rid, reqs, fault)
+        conn.on_close = resp.kill
+        for r in reqs:
+            self.engine.submit(r)
+
+    def _sim_request(self, rid: str, ids: list[int], max_tokens: int, p: GenParams) -> SimRequest:
+        stop_at, on_eos = max_tokens, False
+        if not p.ignore_eos and self.eos_p > 0:
+            eos_pos = p.min_tokens + int(self.rng.geometric(self.eos_p))
+            if eos_pos <= max_tokens:
+                stop_at, on_eos = eos_pos, True
+        return SimRequest(rid=rid, tokens=list(ids), num_prompt=len(ids), max_tokens=max_tokens, stop_at=stop_at,
+                          stop_on_eos=on_eos, id_offset=int(self.rng.integers(0, 1 << 30)))
+
+    # ---- parsing ----------------------------------------------------------------------------
+    @staticmethod
+    def _json(body: bytes) -> dict:
+        try:
+            data = orjson.loads(body)
+        except orjson.JSONDecodeError as e:
+            raise ApiError(400, f"JSON decode error: {e}") from None
+        if not isinstance(data, dict):
+            raise ApiError(400, "the request body must be a JSON object")
+        return data
+
+    def _check_model(self, data: dict) -> None:
+        model = data.get("model")
+        if model is not None and model != self.model_name:
+            raise ApiError(404, f"The model `{model}` does not exist.", "model")
+
+    def _check_ids(self, ids: list[int]) -> None:
+        for i in ids:
+            if not 0 <= i < self.vocab_size:
+                raise ApiError(400, f"Token id {i} is out of vocabulary", "prompt")
+
+    def _chat_ids(self, messages: object, add_generation_prompt: bool = True) -> list[int]:
+        if not isinstance(messages, list) or not messages or not all(isinstance(m, dict) for m in messages):
+            raise ApiError(400, "messages must be a non-empty list of objects with 'role' and 'content'.", "messages")
+        return self.tok.encode(render_chat(messages, add_generation_prompt), add_special_tokens=False).ids
+
+    def _prompt_ids(self, prompt: object) -> list[list[int]]:
+        if isinstance(prompt, str):
+            return [self.tok.encode(prompt, add_special_tokens=True).ids]
+        if _is_ids(prompt):
+            self._check_ids(prompt)
+            return [prompt]
+        if isinstance(prompt, list) and prompt and all(isinstance(p, str) for p in prompt):
+            return [e.ids for e in self.tok.encode_batch(prompt, add_special_tokens=True)]
+        if isinstance(prompt, list) and prompt and all(_is_ids(p) for p in prompt):
+            for p in prompt:
+                self._check_ids(p)
+            return [list(p) for p in prompt]
+        raise ApiError(400, "prompt must be a string, a list of strings, a list of token ids or a list of such lists.",
+                       "prompt")
+
+    def _parse(self, body: bytes, kind: str) -> GenParams:
+        data = self._json(body)
+        self._check_model(data)
+        stream = _bool(data, "stream", False)
+        opts = data.get("stream_options")
+        if opts is not None and not isinstance(opts, dict):
+            raise ApiError(400, "stream_options must be an object.", "stream_options")
+        if opts and not stream:
+            raise ApiError(400, "Stream options can only be defined when `stream=True`.", "stream_options")
+        opts = opts or {}
+        n = _int(data, "n", 1, 1)
+        if n != 1:
+            raise ApiError(400, "the simulator supports n=1 only.", "n")
+        if kind == "chat":
+            prompts = [self._chat_ids(data.get("messages"))]
+            key = "max_completion_tokens" if data.get("max_completion_tokens") is not None else "max_tokens"
+            max_tokens = _int(data, key, None, 1)
+        else:
+            if "prompt" not in data:
+                raise ApiError(400, "prompt is required.", "prompt")
+            prompts = self._prompt_ids(data["prompt"])
+            max_tokens = _int(data, "max_tokens", 16, 1)
+        min_tokens = _int(data, "min_tokens", 0, 0) or 0
+        limits = [self._limit(len(p), max_tokens, kind) for p in prompts]
+        if min_tokens > min(limits):
+            raise ApiError(400, f"min_tokens must be less than or equal to max_tokens={min(limits)}, got {min_tokens}.",
+                           "min_tokens")
+        return GenParams(prompts, limits, min_tokens, _bool(data, "ignore_eos", False), stream,
+                         _bool(opts, "include_usage", False), _bool(opts, "continuous_usage_stats", False))
+
+    def _limit(self, n_prompt: int, max_tokens: int | None, kind: str) -> int:
+        where = "messages" if kind == "chat" else "prompt"
+        if n_prompt >= self.max_model_len:
+            raise ApiError(400, f"This model's maximum context length is {self.max_model_len} tokens. However, your "
+                                f"request has {n_prompt} input tokens. Please reduce the length of the input {where}.",
+                           where)
+        if max_tokens is None:
+            return self.max_model_len - n_prompt
+        if n_prompt + max_tokens > self.max_model_len:
+            raise ApiError(400, f"This model's maximum context length is {self.max_model_len} tokens. However, you "
+                                f"requested {n_prompt + max_tokens} tokens ({n_prompt} in the {where}, {max_tokens} in "
+                                f"the completion). Please reduce the length of the {where} or completion.",
+                           "max_tokens")
+        return max_tokens
+
+
+class _Response:
+    """Common part of a generation response: its engine requests, cancellation and fault bookkeeping."""
+
+    def __init__(self, app: SimApp, conn: Connection, reqs: list[SimRequest], fault: Fault | None):
+        self.app, self.conn, self.reqs, self.fault = app, conn, reqs, fault
+        self.pending = len(reqs)
+        self.dead = False
+
+    def kill(self) -> None:
+        """Stop producing: abort every unfinished engine request (client gone, cut, hang)."""
+        self.dead = True
+        for r in self.reqs:
+            if r.status != FINISHED:
+                self.app.engine.abort(r)
+
+    def hang(self) -> None:
+        self.kill()
+        asyncio.get_running_loop().call_later(HANG_SECONDS, self.conn.close)
+
+
+class _StreamChoice:
+    """The engine's sink for one prompt of a streamed response: one SSE write per engine step."""
+
+    __slots__ = ("st", "index", "prefix", "prompt_tokens", "started")
+
+    def __init__(self, st: StreamResponse, index: int, prompt_tokens: int):
+        self.st, self.index, self.prompt_tokens, self.started = st, index, prompt_tokens, False
+        self.prefix = st.frames.choice_prefix(index)
+
+    def __call__(self, req: SimRequest, new: list[int], finished: bool) -> None:
+        st = self.st
+        if st.dead:
+            return
+        text_of = st.text_of
+        text = text_of[new[0]] if len(new) == 1 else b"".join([text_of[i] for i in new])
+        frames = st.frames
+        usage = sse.usage_bytes(self.prompt_tokens, req.num_output) if st.continuous else None
+        ev = frames.token(self.prefix, text, req.finish_reason if finished else None, usage)
+        if not self.started:
+            self.started = True
+            if frames.kind == "chat":
+                ev = frames.role(self.index, sse.usage_bytes(self.prompt_tokens, 0) if st.continuous else None) + ev
+        fault = st.fault
+        if fault is not None and req.num_output >= fault.at:
+            st.fault = None
+            if fault.kind == "junk":
+                ev = sse.JUNK + ev
+            else:  # cut / hang: this event, then nothing
+                st.conn.write_chunk(ev)
+                if fault.kind == "cut":
+                    st.kill()
+                    st.conn.close()
+                else:
+                    st.hang()
+                return
+        if finished:
+            st.pending -= 1
+            st.completion_tokens += req.num_output
+            if st.pending == 0:
+                st.dead = True
+                if st.include_usage:
+                    ev += frames.usage_event(st.prompt_tokens, st.completion_tokens)
+                st.conn.end_stream(ev + sse.DONE)
+                return
+        st.conn.write_chunk(ev)
+
+
+class StreamResponse(_Response):
+    def __init__(self, app: SimApp, conn: Connection, kind: str, rid: str, reqs: list[SimRequest],
+                 params: GenParams, fault: Fault | None):
+        super().__init__(app, conn, reqs, fault)
+        self.frames = sse.Frames(kind, rid, int(time.time()), app.model_name)
+        self.text_of = app.text_of
+        self.continuous = params.continuous_usage
+        self.include_usage = params.include_usage
+        self.prompt_tokens = sum(r.num_prompt for r in reqs)
+        self.completion_tokens = 0
+        for i, r in enumerate(reqs):
+            r.sink = _StreamChoice(self, i, r.num_prompt)
+        conn.start_stream()
+
+
+class FullResponse(_Response):
+    def __init__(self, app: SimApp, conn: Connection, kind: str, rid: str, reqs: list[SimRequest],
+                 fault: Fault | None):
+        super().__init__(app, conn, reqs, fault)
+        self.kind, self.rid = kind, rid
+        for r in reqs:
+            r.sink = self.on_tokens
+
+    def on_tokens(self, req: SimRequest, new: list[int], finished: bool) -> None:
+        if not finished or self.dead:
+            return
+        self.pending -= 1
+        if self.pending:
+            return
+        self.dead = True
+        fault = self.fault
+        if fault is not None and fault.kind == "cut":
+            self.conn.close()
+        elif fault is not None and fault.kind == "hang":
+            self.hang()
+        else:
+            body = self.body()
+            self.conn.respond(200, body[: len(body) // 2] if fault is not None else body)
+
+    def body(self) -> bytes:
+        text_of = self.app.text_of
+        choices = []
+        for i, r in enumerate(self.reqs):
+            text = b"".join([text_of[t] for t in r.output_ids]).decode()
+            if self.kind == "chat":
+                choices.append({"index": i, "message": {"role": "assistant", "content": text,
+                                                        "reasoning_content": None, "tool_calls": []},
+                                "logprobs": None, "finish_reason": r.finish_reason, "stop_reason": None})
+            else:
+                choices.append({"index": i, "text": text, "logprobs": None, "finish_reason": r.finish_reason,
+                                "stop_reason": None, "prompt_logprobs": None})
+        prompt = sum(r.num_prompt for r in self.reqs)
+        completion = sum(r.num_output for r in self.reqs)
+        obj = "chat.completion" if self.kind == "chat" else "text_completion"
+        return orjson.dumps({"id": self.rid, "object": obj, "created": int(time.time()), "model": self.app.model_name,
+                             "choices": choices, "usage": {"prompt_tokens": prompt, "total_tokens": prompt + completion,
+                                                           "completion_tokens": completion,
+                                                           "prompt_tokens_details": None}})

@@ -1,0 +1,266 @@
+"""Command line of the simulator: vLLM's flag names over a profile, then serve until SIGTERM/SIGINT.
+
+    python -m server.sim --port 8000 --profile deepseek-v2-lite-a100
+    python -m server.sim --port 0 --profile cpu-tiny --time-scale 20 --num-gpu-blocks 64
+    python -m server.sim --fault-rate 0.05 --fault-kinds cut,junk --batch-cap-at 15:1
+
+A bad flag prints one line (``server.sim: error: ...``) and exits with status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import signal
+import sys
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from server.sim.api import SimApp
+from server.sim.engine import Engine
+from server.sim.faults import KINDS, Faults, parse_kinds
+from server.sim.http import Connection
+from server.sim.metrics import EngineMetrics, SimCollector, make_registry
+from server.sim.profiles import DEFAULT_PROFILE, Profile, ProfileError, available, load_profile
+from server.sim.scheduler import Scheduler, SchedulerConfig
+from server.sim.textgen import build_vocabulary
+from tokenizer_checks.bundled import DEFAULT_TOKENIZER, TokenizerNotFound, load_tokenizer
+
+log = logging.getLogger("server.sim")
+
+
+class UsageError(Exception):
+    """A flag value the simulator cannot run with (reported in one line, exit 2)."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # one line, no usage block
+        self.exit(2, f"server.sim: error: {message}\n")
+
+
+def _positive_int(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return v
+
+
+def _nonneg_int(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}") from None
+    if v < 0:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}")
+    return v
+
+
+def _positive_float(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number > 0, got {text!r}") from None
+    if not v > 0 or v == float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a number > 0, got {text!r}")
+    return v
+
+
+def _probability(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a probability in [0, 1], got {text!r}") from None
+    if not 0.0 <= v <= 1.0:
+        raise argparse.ArgumentTypeError(f"expected a probability in [0, 1], got {text!r}")
+    return v
+
+
+def _fault_kinds(text: str) -> tuple[str, ...]:
+    try:
+        return parse_kinds(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def _batch_cap(text: str) -> tuple[float, int]:
+    t, sep, n = text.partition(":")
+    try:
+        if not sep:
+            raise ValueError
+        at, cap = float(t), int(n)
+        if at < 0 or cap < 1:
+            raise ValueError
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected T:N (from second T of simulated time, at most N running sequences, N >= 1), got {text!r}"
+        ) from None
+    return at, cap
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="python -m server.sim", description="A vLLM-compatible OpenAI server that simulates the engine.")
+    p.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1)")
+    p.add_argument("--port", type=_nonneg_int, default=8000, help="port; 0 picks a free one (printed at start)")
+    p.add_argument("--profile", default=DEFAULT_PROFILE,
+                   help=f"profile name ({', '.join(available())}) or path to a profile .json")
+    p.add_argument("--served-model-name", help="model id served (default: the profile's)")
+    p.add_argument("--tokenizer", default=DEFAULT_TOKENIZER, help="bundled tokenizer name or path to tokenizer.json")
+    engine = p.add_argument_group("engine (vLLM's flags; default: the profile's)")
+    engine.add_argument("--max-num-seqs", type=_positive_int)
+    engine.add_argument("--max-num-batched-tokens", type=_positive_int)
+    engine.add_argument("--block-size", type=_positive_int)
+    engine.add_argument("--num-gpu-blocks", "--num-gpu-blocks-override", dest="num_gpu_blocks", type=_positive_int)
+    engine.add_argument("--max-model-len", type=_positive_int)
+    engine.add_argument("--enable-prefix-caching", action=argparse.BooleanOptionalAction, default=None)
+    sim = p.add_argument_group("simulation")
+    sim.add_argument("--time-scale", type=_positive_float, default=1.0,
+                     help="run the clock S times faster than real time (default 1)")
+    sim.add_argument("--tokens-per-chunk", type=_positive_int, default=1,
+                     help="tokens produced per decode step and sent per chunk (multi-token prediction)")
+    sim.add_argument("--num-speculative-tokens", type=_positive_int,
+                     help="draft tokens per decode step (with --spec-accept-rate)")
+    sim.add_argument("--spec-accept-rate", type=_probability,
+                     help="probability each draft token is accepted; a chunk carries 1 + accepted tokens")
+    sim.add_argument("--eos-probability", type=_probability,
+                     help="per-token EOS probability when ignore_eos is off (default: the profile's)")
+    sim.add_argument("--seed", type=int, default=0, help="seed of every random draw (default 0)")
+    sim.add_argument("--legacy-metrics", action="store_true",
+                     help="also export vllm:gpu_cache_usage_perc and vllm:time_per_output_token_seconds")
+    faults = p.add_argument_group("fault injection")
+    faults.add_argument("--fault-rate", type=_probability, default=0.0,
+                        help="probability that a generation request fails (default 0)")
+    faults.add_argument("--fault-kinds", type=_fault_kinds, default=KINDS,
+                        help=f"comma list of {','.join(KINDS)} (default: all)")
+    faults.add_argument("--batch-cap-at", type=_batch_cap, metavar="T:N",
+                        help="from second T (simulated) on, admit no more than N running sequences")
+    return p
+
+
+@dataclass(frozen=True)
+class SimSettings:
+    host: str
+    port: int
+    profile: Profile
+    model_name: str
+    tokenizer: str
+    sched: SchedulerConfig
+    time_scale: float
+    eos_probability: float
+    seed: int
+    legacy_metrics: bool
+    fault_rate: float
+    fault_kinds: tuple[str, ...]
+    batch_cap_at: tuple[float, int] | None
+    notes: list[str] = field(default_factory=list)
+
+
+def settings_from_args(a: argparse.Namespace) -> SimSettings:
+    try:
+        profile = load_profile(a.profile)
+    except ProfileError as e:
+        raise UsageError(str(e)) from None
+    eng = dict(profile.engine)
+    notes: list[str] = []
+    for key in ("max_num_seqs", "max_num_batched_tokens", "block_size", "num_gpu_blocks", "max_model_len",
+                "enable_prefix_caching"):
+        if getattr(a, key) is not None:
+            eng[key] = getattr(a, key)
+    if a.tokens_per_chunk > 1 and (a.spec_accept_rate is not None or a.num_speculative_tokens is not None):
+        raise UsageError("--tokens-per-chunk and speculative decoding flags are exclusive")
+    if a.num_speculative_tokens is not None and a.spec_accept_rate is None:
+        raise UsageError("--num-speculative-tokens needs --spec-accept-rate")
+    width, accept = a.tokens_per_chunk, None
+    if a.spec_accept_rate is not None:
+        width, accept = 1 + (a.num_speculative_tokens or 3), a.spec_accept_rate
+    pool_tokens = eng.get("num_gpu_blocks", 4096) * eng.get("block_size", 16)
+    if eng.get("max_model_len", 4096) > pool_tokens:
+        if a.max_model_len is not None:
+            raise UsageError(f"--max-model-len {a.max_model_len} exceeds the KV pool ({pool_tokens} tokens = "
+                             f"num_gpu_blocks x block_size); lower it or add blocks")
+        notes.append(f"max_model_len lowered from {eng['max_model_len']} to the KV pool size {pool_tokens}")
+        eng["max_model_len"] = pool_tokens
+    try:
+        sched = SchedulerConfig(decode_width=width, spec_accept_rate=accept, **eng)
+    except TypeError as e:
+        raise UsageError(f"profile {profile.name}: {e}") from None
+    return SimSettings(
+        host=a.host, port=a.port, profile=profile, model_name=a.served_model_name or profile.served_model_name,
+        tokenizer=a.tokenizer, sched=sched, time_scale=a.time_scale,
+        eos_probability=profile.eos_probability if a.eos_probability is None else a.eos_probability,
+        seed=a.seed, legacy_metrics=a.legacy_metrics, fault_rate=a.fault_rate, fault_kinds=a.fault_kinds,
+        batch_cap_at=a.batch_cap_at, notes=notes,
+    )
+
+
+def build_app(s: SimSettings) -> tuple[SimApp, Engine]:
+    """Everything but the socket: tokenizer, vocabulary, scheduler, engine, metrics, API."""
+    try:
+        tok = load_tokenizer(s.tokenizer)
+    except (TokenizerNotFound, OSError, ValueError) as e:
+        raise UsageError(f"--tokenizer: {e}") from None
+    seeds = np.random.SeedSequence(s.seed).spawn(4)
+    vocab = build_vocabulary(tok, np.random.default_rng(seeds[0]))
+    if not vocab.round_trip_ok:
+        log.warning("re-encoding generated text does not give back the same ids with this tokenizer")
+    sched = Scheduler(s.sched, vocab.ids, np.random.default_rng(seeds[1]))
+    metrics = EngineMetrics(s.sched.max_model_len)
+    engine = Engine(sched, s.profile.cost, metrics, s.time_scale, s.batch_cap_at)
+    cache_info = {"block_size": str(s.sched.block_size), "cache_dtype": "auto",
+                  "enable_prefix_caching": str(s.sched.enable_prefix_caching),
+                  "gpu_memory_utilization": "0.9", "num_cpu_blocks": "None",
+                  "num_gpu_blocks": str(s.sched.num_gpu_blocks), "num_gpu_blocks_override": "None",
+                  "prefix_caching_hash_algo": "builtin", "sliding_window": "None", "swap_space": "4"}
+    collector = SimCollector(metrics, engine.gauges, s.model_name, cache_info, s.legacy_metrics)
+    faults = Faults(s.fault_rate, s.fault_kinds, np.random.default_rng(seeds[2])) if s.fault_rate > 0 else None
+    app = SimApp(engine, tok, vocab, s.model_name, s.sched.max_model_len, s.eos_probability,
+                 np.random.default_rng(seeds[3]), make_registry(collector), faults)
+    return app, engine
+
+
+async def serve(s: SimSettings, ready: asyncio.Future | None = None) -> None:
+    app, engine = build_app(s)
+    loop = asyncio.get_running_loop()
+    routes = app.routes()
+    try:
+        server = await loop.create_server(lambda: Connection(routes), s.host, s.port, backlog=1024)
+    except OSError as e:
+        raise UsageError(f"cannot listen on {s.host}:{s.port}: {e.strerror or e}") from None
+    port = server.sockets[0].getsockname()[1]
+    engine_task = asyncio.create_task(engine.run())
+    for note in s.notes:
+        log.info(note)
+    print(f"server.sim listening on http://{s.host}:{port} profile={s.profile.name} model={s.model_name} "
+          f"time_scale={s.time_scale:g}", flush=True)
+    if ready is not None:
+        ready.set_result(port)
+    stop = asyncio.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        try:
+            loop.add_signal_handler(sig, stop.set)
+        except (NotImplementedError, RuntimeError):  # not the main thread (tests)
+            pass
+    try:
+        await stop.wait()
+    finally:
+        engine.stop()
+        server.close()
+        engine_task.cancel()
+
+
+def main(argv: list[str] | None = None) -> int:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    args = build_parser().parse_args(argv)
+    try:
+        settings = settings_from_args(args)
+        asyncio.run(serve(settings))
+    except UsageError as e:
+        print(f"server.sim: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        pass
+    return 0

@@ -1,0 +1,145 @@
+"""The engine loop: plan a step, wait the cost model's step time, apply it, hand tokens to the streams.
+
+Time is simulated time, ``(perf_counter() - start) * time_scale`` seconds: with ``--time-scale S`` a
+step the cost model prices at ``t`` seconds takes ``t / S`` real seconds, and every server-side
+figure (metrics, batch-cap start) is in the same scaled clock, so clients see everything S× faster.
+Sleeps follow a chain of deadlines, so the event loop's timer granularity (about 1 ms) does not
+accumulate across steps.
+
+    engine = Engine(scheduler, cost, metrics, time_scale=1.0, batch_cap_at=(15.0, 1))
+    asyncio.create_task(engine.run())
+    engine.submit(request)          # request.sink(request, new_ids, finished) is called per step
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+
+from server.sim.cost import CostModel
+from server.sim.metrics import EngineMetrics
+from server.sim.scheduler import FINISHED, Scheduler, SimRequest
+
+log = logging.getLogger("server.sim")
+
+RESYNC_S = 0.05  # real seconds behind the deadline chain after which it restarts from now (else later steps catch up)
+
+
+class SimClock:
+    """Simulated seconds since start: real elapsed time multiplied by the time scale."""
+
+    __slots__ = ("scale", "t0")
+
+    def __init__(self, scale: float = 1.0):
+        self.scale = scale
+        self.t0 = time.perf_counter()
+
+    def now(self) -> float:
+        return (time.perf_counter() - self.t0) * self.scale
+
+
+class Engine:
+    def __init__(self, scheduler: Scheduler, cost: CostModel, metrics: EngineMetrics, time_scale: float = 1.0,
+                 batch_cap_at: tuple[float, int] | None = None):
+        self.sched = scheduler
+        self.cost = cost
+        self.metrics = metrics
+        self.clock = SimClock(time_scale)
+        self.batch_cap_at = batch_cap_at
+        self.steps = 0
+        self._wake = asyncio.Event()
+        self._stopping = False
+
+    # ---- requests ---------------------------------------------------------------------------
+    def submit(self, req: SimRequest) -> None:
+        req.arrival = self.clock.now()
+        self.metrics.request_max_tokens.observe(req.max_tokens)
+        self.sched.add(req)
+        self._wake.set()
+
+    def abort(self, req: SimRequest) -> None:
+        if self.sched.abort(req):
+            self.metrics.success["abort"] += 1
+
+    def gauges(self) -> dict:
+        s = self.sched
+        return {"running": len(s.running), "waiting": len(s.waiting), "kv_usage": s.pool.usage,
+                "preemptions": s.num_preemptions, "prefix_queries": s.prefix_queries, "prefix_hits": s.prefix_hits}
+
+    def stop(self) -> None:
+        self._stopping = True
+        self._wake.set()
+
+    # ---- the loop ---------------------------------------------------------------------------
+    def _apply_batch_cap(self) -> None:
+        cap = self.batch_cap_at
+        if cap is not None and self.sched.batch_cap is None and self.clock.now() >= cap[0]:
+            self.sched.batch_cap = cap[1]
+            log.info("batch cap: at most %d running sequences from t=%.1fs (sim time)", cap[1], cap[0])
+
+    async def run(self) -> None:
+        sched, clock, cost = self.sched, self.clock, self.cost
+        scale = clock.scale
+        perf = time.perf_counter
+        deadline = perf()
+        while not self._stopping:
+            if not sched.has_work():
+                self._wake.clear()
+                await self._wake.wait()
+                deadline = perf()
+                continue
+            self._apply_batch_cap()
+            step = sched.schedule(clock.now())
+            if not step.scheduled:  # nothing fits this instant (batch cap 0, pool exhausted by hung admission)
+                await asyncio.sleep(0.001)
+                deadline = perf()
+                continue
+            start = perf()
+            if deadline < start - RESYNC_S:
+                deadline = start
+            deadline += cost.step_seconds(step) / scale
+            delay = deadline - perf()
+            await asyncio.sleep(delay if delay > 0 else 0)
+            self._finish_step(step, clock.now())
+
+    def _finish_step(self, step, now: float) -> None:
+        m = self.metrics
+        self.steps += 1
+        m.iteration_tokens.observe(step.num_tokens)
+        itl = m.itl
+        for req, new, finished in self.sched.update(step):
+            m.generation_tokens += len(new)
+            last = req.last_token
+            if last is None:
+                req.first_token = now
+                m.ttft.observe(now - req.arrival)
+                m.prompt_tokens += req.num_prompt
+            else:
+                itl.observe(now - last)
+            req.last_token = now
+            if finished:
+                self._record_finished(req, now)
+            sink = req.sink
+            if sink is not None:
+                try:
+                    sink(req, new, finished)
+                except Exception:  # a broken client must not stop the engine
+                    log.exception("stream sink failed; aborting request %s", req.rid)
+                    if req.status != FINISHED:
+                        self.abort(req)
+
+    def _record_finished(self, req: SimRequest, now: float) -> None:
+        m = self.metrics
+        m.success[req.finish_reason or "length"] += 1
+        n_out = req.num_output
+        first, sched_t = req.first_token or now, req.first_scheduled or req.arrival
+        m.e2e.observe(now - req.arrival)
+        m.queue.observe(sched_t - req.arrival)
+        m.prefill.observe(first - sched_t)
+        m.decode.observe(now - first)
+        m.inference.observe(now - sched_t)
+        m.request_prompt_tokens.observe(req.num_prompt)
+        m.request_generation_tokens.observe(n_out)
+        if n_out > 1:
+            m.tpot_request.observe((now - first) / (n_out - 1))

@@ -1,0 +1,211 @@
+"""A small HTTP/1.1 server on asyncio's Protocol API, built for streaming many SSE responses fast.
+
+Keep-alive, pipelined requests (answered in order), ``Content-Length`` request bodies,
+``Expect: 100-continue``, and chunked streaming responses written with one ``transport.write`` per
+chunk. Handlers are plain callables ``handler(request, conn)``: they answer at once
+(:meth:`Connection.respond`) or start a stream and write to it later from the engine's callbacks.
+
+    routes = {("GET", "/health"): lambda req, conn: conn.respond(200, b"")}
+    server = await loop.create_server(lambda: Connection(routes), "127.0.0.1", 8000)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from http import HTTPStatus
+from urllib.parse import parse_qs, urlsplit
+
+log = logging.getLogger("server.sim")
+
+MAX_HEAD = 64 * 1024
+MAX_BODY = 64 * 1024 * 1024
+JSON = "application/json"
+SSE = "text/event-stream; charset=utf-8"
+REASONS = {s.value: s.phrase for s in HTTPStatus}
+
+
+@dataclass(slots=True)
+class Request:
+    method: str
+    path: str
+    query: dict[str, list[str]]
+    headers: dict[str, str]
+    body: bytes
+
+
+Handler = Callable[[Request, "Connection"], object]
+
+_date_cache = [0, b""]
+
+
+def _date() -> bytes:
+    now = int(time.time())
+    if now != _date_cache[0]:
+        _date_cache[0], _date_cache[1] = now, email.utils.formatdate(now, usegmt=True).encode()
+    return _date_cache[1]
+
+
+def _not_found(req: Request, conn: Connection) -> None:
+    conn.respond(404, b'{"detail":"Not Found"}')
+
+
+def _not_allowed(req: Request, conn: Connection) -> None:
+    conn.respond(405, b'{"detail":"Method Not Allowed"}')
+
+
+class Connection(asyncio.Protocol):
+    """One client connection. ``on_close`` (set by a handler) runs if the client goes away mid-response."""
+
+    __slots__ = ("routes", "paths", "transport", "buf", "busy", "keep_alive", "closed", "on_close", "_continued")
+
+    def __init__(self, routes: dict[tuple[str, str], Handler]):
+        self.routes = routes
+        self.paths = {p for _m, p in routes}
+        self.transport: asyncio.Transport | None = None
+        self.buf = bytearray()
+        self.busy = False
+        self.keep_alive = True
+        self.closed = False
+        self.on_close: Callable[[], None] | None = None
+        self._continued = False
+
+    # ---- asyncio callbacks ------------------------------------------------------------------
+    def connection_made(self, transport) -> None:
+        self.transport = transport
+
+    def connection_lost(self, exc) -> None:
+        self.closed = True
+        cb, self.on_close = self.on_close, None
+        if cb is not None:
+            try:
+                cb()
+            except Exception:
+                log.exception("on_close callback failed")
+
+    def data_received(self, data: bytes) -> None:
+        self.buf += data
+        if not self.busy:
+            self._next_request()
+
+    # ---- request parsing --------------------------------------------------------------------
+    def _next_request(self) -> None:
+        buf = self.buf
+        end = buf.find(b"\r\n\r\n")
+        if end < 0:
+            if len(buf) > MAX_HEAD:
+                self._fail(431, "request header too large")
+            return
+        try:
+            head = bytes(buf[:end]).decode("latin-1").split("\r\n")
+            method, target, version = head[0].split(" ", 2)
+            headers = {}
+            for line in head[1:]:
+                k, _, v = line.partition(":")
+                headers[k.strip().lower()] = v.strip()
+            length = int(headers.get("content-length", "0"))
+        except ValueError:
+            self._fail(400, "malformed request")
+            return
+        if "chunked" in headers.get("transfer-encoding", "").lower():
+            self._fail(411, "chunked request bodies are not supported; send Content-Length")
+            return
+        if length < 0 or length > MAX_BODY:
+            self._fail(413, "request body too large")
+            return
+        if len(buf) < end + 4 + length:
+            if headers.get("expect", "").lower() == "100-continue" and not self._continued:
+                self._continued = True
+                self.transport.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+            return
+        body = bytes(buf[end + 4:end + 4 + length])
+        del buf[:end + 4 + length]
+        self._continued = False
+        conn_hdr = headers.get("connection", "").lower()
+        self.keep_alive = conn_hdr != "close" and (version != "HTTP/1.0" or conn_hdr == "keep-alive")
+        split = urlsplit(target)
+        req = Request(method.upper(), split.path, parse_qs(split.query), headers, body)
+        self.busy = True
+        handler = self.routes.get((req.method, req.path))
+        if handler is None:
+            handler = _not_allowed if req.path in self.paths else _not_found
+        try:
+            result = handler(req, self)
+            if asyncio.iscoroutine(result):
+                asyncio.ensure_future(self._await(result))
+        except Exception:
+            log.exception("handler for %s %s failed", req.method, req.path)
+            self._internal_error()
+
+    async def _await(self, coro) -> None:
+        try:
+            await coro
+        except Exception:
+            log.exception("async handler failed")
+            self._internal_error()
+
+    def _internal_error(self) -> None:
+        if self.busy and not self.closed:
+            self.respond(500, b'{"error":{"message":"internal server error","type":"InternalServerError",'
+                              b'"param":null,"code":500}}')
+
+    def _fail(self, status: int, message: str) -> None:
+        self.keep_alive = False
+        self.busy = True
+        self.respond(status, b'{"detail":"%s"}' % message.encode())
+
+    def _done(self) -> None:
+        self.busy = False
+        self.on_close = None
+        if not self.keep_alive:
+            self.close()
+        elif self.buf and not self.closed:
+            asyncio.get_running_loop().call_soon(self._next_request_if_idle)
+
+    def _next_request_if_idle(self) -> None:
+        if not self.busy and not self.closed:
+            self._next_request()
+
+    # ---- responses --------------------------------------------------------------------------
+    def _head(self, status: int, content_type: str, extra: bytes) -> bytes:
+        return b"HTTP/1.1 %d %s\r\ndate: %s\r\nserver: server.sim\r\ncontent-type: %s\r\n%s%s" % (
+            status, REASONS.get(status, "Unknown").encode(), _date(), content_type.encode(), extra,
+            b"" if self.keep_alive else b"connection: close\r\n")
+
+    def respond(self, status: int, body: bytes, content_type: str = JSON,
+                headers: dict[str, str] | None = None) -> None:
+        """A complete response; the connection then serves the next request."""
+        if self.closed:
+            return
+        extra = b"".join(b"%s: %s\r\n" % (k.encode(), v.encode()) for k, v in (headers or {}).items())
+        self.transport.write(self._head(status, content_type, extra + b"content-length: %d\r\n\r\n" % len(body))
+                             + body)
+        self._done()
+
+    def start_stream(self, status: int = 200, content_type: str = SSE) -> None:
+        if not self.closed:
+            self.transport.write(self._head(status, content_type, b"transfer-encoding: chunked\r\n\r\n"))
+
+    def write_chunk(self, data: bytes) -> None:
+        if not self.closed:
+            self.transport.write(b"%x\r\n%b\r\n" % (len(data), data))
+
+    def end_stream(self, last: bytes = b"") -> None:
+        """Write ``last`` (if any) and the terminating zero-length chunk in one write."""
+        if self.closed:
+            return
+        if last:
+            self.transport.write(b"%x\r\n%b\r\n0\r\n\r\n" % (len(last), last))
+        else:
+            self.transport.write(b"0\r\n\r\n")
+        self._done()
+
+    def close(self) -> None:
+        """Close the connection now (a cut stream closes without the terminating chunk)."""
+        if not self.closed and self.transport is not None:
+            self.closed = True
+            self.transport.close()
