@@ -75,7 +75,7 @@ PANELS: list[Panel] = [
         "Time per output token",
         "llm_time_per_output_token_seconds",
         "tpot",
-        [],
+        ["vllm:request_time_per_output_token_seconds"],
         "Per request: decode span / (output tokens - 1).",
     ),
     latency_panel(
@@ -97,8 +97,9 @@ PANELS: list[Panel] = [
         [
             Target(f"sum(rate(llm_output_tokens_total[{RATE}]))", "output tok/s"),
             Target(f"sum(rate(llm_prompt_tokens_total[{RATE}]))", "prompt tok/s"),
+            Target(f"sum(rate(vllm:generation_tokens_total[{RATE}]))", "server output tok/s"),
         ],
-        "Summed over all workers (the master's counters).",
+        "Client: summed over all workers (the master's counters). Server: vLLM's own generation counter.",
     ),
     Panel(
         "Requests by outcome",

@@ -33,8 +33,10 @@ VLLM_METRICS = {
     "vllm:cache_config_info",
 }  # fmt: skip
 VLLM_LEGACY = {"vllm:gpu_cache_usage_perc", "vllm:time_per_output_token_seconds"}
+# vLLM V1 names beyond DESIGN.md's list (served by vLLM 0.11 and by server.sim alike)
+VLLM_EXTRA = {"vllm:request_time_per_output_token_seconds", "vllm:generation_tokens_total"}
 GPU_METRICS = {"gpu_memory_used_bytes", "gpu_memory_total_bytes", "gpu_utilization_ratio"}
-KNOWN = CLIENT_METRICS | VLLM_METRICS | VLLM_LEGACY | GPU_METRICS
+KNOWN = CLIENT_METRICS | VLLM_METRICS | VLLM_EXTRA | VLLM_LEGACY | GPU_METRICS
 
 _NAME = re.compile(r"(?<![\w:])((?:llm|gpu)_[a-z0-9_]+|vllm:[a-z0-9_:]+)")
 _SERIES_SUFFIX = re.compile(r"_(bucket|sum|count)$")

@@ -1,0 +1,211 @@
+"""Each service's command from docker-compose.yml, run natively on 127.0.0.1 with free ports: the simulator,
+the Locust master (web UI + exporter) and one worker, the GPU exporter, and Prometheus with deploy/prometheus.yml
+pointed at the native ports. They must work together: Prometheus sees the master's `llm_*` metrics and the
+simulator's `vllm:*` metrics with `up == 1`, and the dashboard's key queries return data. Without a GPU the
+exporter must exit non-zero with one clear line (and its target is down).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+import urllib.parse
+import urllib.request
+from dataclasses import dataclass, field
+
+import pytest
+import yaml
+
+from tests.deploy.compose import command, rendered
+from tests.deploy.promql import CLIENT_METRICS, concrete, dashboard_queries, names_in, query
+from tests.support import LOCUST, PY, ROOT, Proc, free_port, wait_http
+
+pytestmark = pytest.mark.slow
+
+# compose host names -> 127.0.0.1 (the network alias and service names have no meaning outside Compose)
+SERVICE_HOSTS = ("llm-server", "locust-master", "gpu-exporter", "prometheus", "sim", "vllm")
+# Metrics the simulator serves that the dashboard uses (legacy names need --legacy-metrics; GPU needs a GPU).
+SIM_METRICS = {
+    "vllm:kv_cache_usage_perc", "vllm:num_requests_running", "vllm:num_requests_waiting",
+    "vllm:num_preemptions_total", "vllm:time_to_first_token_seconds", "vllm:inter_token_latency_seconds",
+    "vllm:e2e_request_latency_seconds", "vllm:request_time_per_output_token_seconds", "vllm:generation_tokens_total",
+}  # fmt: skip
+
+
+ENTRYPOINTS = {"prometheus": "prometheus"}
+
+
+@dataclass
+class Ports:
+    sim: int = field(default_factory=free_port)
+    web: int = field(default_factory=free_port)
+    master: int = field(default_factory=free_port)
+    exporter: int = field(default_factory=free_port)
+    gpu: int = field(default_factory=free_port)
+    prometheus: int = field(default_factory=free_port)
+
+
+def native(argv: list[str], service: str, ports: Ports, tmp) -> list[str]:
+    """The compose command with executables, hosts and ports made local. Every flag is either kept as is or
+    rewritten here; a new host name in the compose file fails the check at the end."""
+    exe = {"python": PY, "locust": LOCUST, "prometheus": shutil.which("prometheus") or "prometheus"}
+    if argv[0].startswith("-"):  # arguments to the image's entrypoint (prom/prometheus runs /bin/prometheus)
+        argv = [ENTRYPOINTS[service], *argv]
+    own_port = {"sim": ports.sim, "gpu-exporter": ports.gpu}.get(service)
+    flags = {
+        "--port": str(own_port),
+        "--host": "127.0.0.1" if service != "locust-master" else f"http://127.0.0.1:{ports.sim}",
+        "--web-host": "127.0.0.1",
+        "--web-port": str(ports.web),
+        "--master-bind-host": "127.0.0.1",
+        "--master-bind-port": str(ports.master),
+        "--master-host": "127.0.0.1",
+        "--master-port": str(ports.master),
+        "--prometheus-host": "127.0.0.1",
+        "--prometheus-port": str(ports.exporter),
+        "--config.file": str(tmp / "prometheus.yml"),
+        "--storage.tsdb.path": str(tmp / "tsdb"),
+        "--web.listen-address": f"127.0.0.1:{ports.prometheus}",
+    }
+    out = [exe.get(argv[0], argv[0])]
+    i = 1
+    while i < len(argv):
+        arg = argv[i]
+        if "=" in arg and arg.split("=", 1)[0] in flags:
+            out.append(f"{arg.split('=', 1)[0]}={flags[arg.split('=', 1)[0]]}")
+        elif arg in flags and i + 1 < len(argv):
+            out += [arg, flags[arg]]
+            i += 1
+        else:
+            out.append(arg)
+        i += 1
+    leftover = [a for a in out if _host(a) in (*SERVICE_HOSTS, "0.0.0.0")]
+    assert not leftover, f"{service}: compose-only host names left in {out}"
+    return out
+
+
+def _host(arg: str) -> str:
+    """The host part when ``arg`` reads as host[:port][/path] or scheme://host..., else the whole arg."""
+    rest = arg.split("=", 1)[-1].split("://", 1)[-1]
+    return rest.split("/", 1)[0].rsplit(":", 1)[0] if rest else rest
+
+
+def prometheus_config(ports: Ports) -> str:
+    """deploy/prometheus.yml with each compose target replaced by its native address."""
+    cfg = yaml.safe_load((ROOT / "deploy" / "prometheus.yml").read_text())
+    local = {"llm-server:8000": ports.sim, "locust-master:9646": ports.exporter, "gpu-exporter:9400": ports.gpu}
+    for job in cfg["scrape_configs"]:
+        for sc in job["static_configs"]:
+            assert all(t in local for t in sc["targets"]), f"unknown target in {sc}"
+            sc["targets"] = [f"127.0.0.1:{local[t]}" for t in sc["targets"]]
+    return yaml.safe_dump(cfg)
+
+
+def _poll(fn, timeout: float, what: str, procs: list[Proc]):
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        last = fn()
+        if last:
+            return last
+        time.sleep(1.0)
+    logs = "\n".join(f"--- {p.name} ---\n{p.output()[-2500:]}" for p in procs)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what} (last: {last})\n{logs}")
+
+
+def _result(base: str, expr: str) -> list:
+    body = query(base, expr)
+    assert body.get("status") == "success", (expr, body)
+    return body["data"]["result"]
+
+
+def test_compose_commands_work_together_natively(tmp_path):
+    if not (ROOT / "server" / "sim" / "__main__.py").exists():
+        pytest.skip("server.sim not in this checkout yet")
+    sim_cfg, gpu_cfg = rendered("sim"), rendered("gpu")
+    ports = Ports()
+    (tmp_path / "prometheus.yml").write_text(prometheus_config(ports))
+    env = {k: str(v) for k, v in (sim_cfg["services"]["locust-master"].get("environment") or {}).items()}
+    load = {"LOCUST_INPUT_LEN": "fixed:128", "LOCUST_OUTPUT_LEN": "fixed:32"}  # small requests on a 2-core box
+
+    sim_argv = native(command(sim_cfg, "sim"), "sim", ports, tmp_path)
+    with Proc(sim_argv, name="sim", env=env) as sim:
+        wait_http(f"http://127.0.0.1:{ports.sim}/health", timeout=60, proc=sim)
+
+        gpu = Proc(native(command(gpu_cfg, "gpu-exporter"), "gpu-exporter", ports, tmp_path), name="gpu-exporter")
+        master = Proc(native(command(sim_cfg, "locust-master"), "locust-master", ports, tmp_path),
+                      name="locust-master", env={**env, **load})  # fmt: skip
+        worker = Proc(native(command(sim_cfg, "locust-worker"), "locust-worker", ports, tmp_path),
+                      name="locust-worker", env={**env, **load})  # fmt: skip
+        prom = Proc(native(command(sim_cfg, "prometheus"), "prometheus", ports, tmp_path), name="prometheus")
+        procs = [sim, gpu, master, worker, prom]
+        with gpu, master, worker, prom:
+            web = f"http://127.0.0.1:{ports.web}"
+            wait_http(web + "/", timeout=90, proc=master)
+            _poll(lambda: json.load(urllib.request.urlopen(web + "/stats/requests"))["worker_count"] >= 1,
+                  90, "the worker to connect to the master", procs)  # fmt: skip
+            form = urllib.parse.urlencode({"user_count": 2, "spawn_rate": 2}).encode()
+            answer = json.load(urllib.request.urlopen(web + "/swarm", data=form, timeout=10))
+            assert answer["success"], answer
+
+            # The GPU exporter: no GPU here -> exits non-zero with one clear line.
+            gpu_has_device = gpu.alive() and _gpu_serving(ports.gpu)
+            if not gpu_has_device:
+                code = gpu.wait(timeout=30)
+                out = gpu.output().strip()
+                assert code != 0, out
+                assert len(out.splitlines()) == 1 and "GPU" in out and "Traceback" not in out, out
+
+            base = f"http://127.0.0.1:{ports.prometheus}"
+            wait_http(base + "/-/ready", timeout=60, proc=prom)
+
+            def up() -> dict[str, float]:
+                return {r["metric"]["job"]: float(r["value"][1]) for r in _result(base, "up")}
+
+            state = _poll(lambda: (u := up()).get("llm-server") == 1 and u.get("locust") == 1 and "gpu" in u and u,
+                          60, "up == 1 for the simulator and the Locust master (and a GPU target)", procs)  # fmt: skip
+            assert state.get("gpu") == (1.0 if gpu_has_device else 0.0), state
+
+            # Requests flowed through the worker to the master's exporter, and the server's own metrics arrived.
+            _poll(lambda: _result(base, 'sum(llm_requests_total{outcome="ok"}) > 0'), 90,
+                  "completed requests in llm_requests_total", procs)  # fmt: skip
+            _poll(lambda: _result(base, 'sum(vllm:generation_tokens_total{job="llm-server"}) > 0'), 30,
+                  "generated tokens in the simulator's vllm:generation_tokens_total", procs)  # fmt: skip
+            time.sleep(11)  # two more scrapes, so rate() over the dashboard's windows has points
+            names = set().union(*(names_in(e) for _, e in dashboard_queries()))
+            expected = names & (CLIENT_METRICS | SIM_METRICS)
+            missing = sorted(n for n in expected if not _result(base, f'{{__name__=~"{_series(n)}"}}'))
+            assert not missing, f"dashboard metrics with no series: {missing}\n{master.output()[-3000:]}"
+            for title, expr in _key_queries():
+                assert _result(base, concrete(expr, "1m")), f"{title}: no data for {expr}"
+            urllib.request.urlopen(urllib.request.Request(web + "/stop", method="POST"), timeout=10).read()
+        for p in (master, worker):
+            assert "Traceback" not in p.output(), f"{p.name}:\n{p.output()[-3000:]}"
+
+
+def _gpu_serving(port: int) -> bool:
+    try:
+        time.sleep(3)
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=3) as r:
+            return b"gpu_memory_used_bytes" in r.read()
+    except OSError:
+        return False
+
+
+def _series(name: str) -> str:
+    """Regex for a family's series (histograms expose _bucket/_sum/_count)."""
+    return f"{name}(_bucket|_sum|_count)?"
+
+
+def _key_queries() -> list[tuple[str, str]]:
+    """Dashboard queries that must return data during a run on the simulator."""
+    wanted = ("Time to first token", "Inter-token latency", "Time per output token", "Tokens per second",
+              "Requests by outcome", "KV cache: server usage vs client block fill",
+              "Scheduler: running and waiting")  # fmt: skip
+    out = []
+    for where, expr in dashboard_queries():
+        if any(where.startswith(f"panel {w!r} A") for w in wanted):
+            out.append((where, expr))
+    assert len(out) == len(wanted)
+    return out
