@@ -28,7 +28,7 @@ VLLM_PY = VENV / "bin" / "python"
 MODEL_DIR = ROOT / ".cache" / "tiny-deepseek"
 SERVED_NAME = "tiny"
 MAX_MODEL_LEN = 2048
-START_TIMEOUT_S = float(os.environ.get("VLLM_START_TIMEOUT_S", "180"))
+START_TIMEOUT_S = float(os.environ.get("VLLM_START_TIMEOUT_S", "300"))
 
 
 def missing_reason() -> str | None:
