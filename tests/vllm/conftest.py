@@ -3,6 +3,8 @@
 Outside ``make test-vllm`` / ``make test`` the tests skip when the engine venv or model is missing;
 those targets set ``REQUIRE_VLLM=1``, which turns that skip into a failure, so CI can never pass
 with the real-engine tests silently skipped.
+
+The engine pool lives for this package only: the last server stops before the rest of the suite runs.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import pytest
 from tests.vllm.engine import EnginePool, Server, missing_reason
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def engine_pool(tmp_path_factory) -> EnginePool:
     reason = missing_reason()
     if reason is not None:
