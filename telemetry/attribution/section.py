@@ -70,12 +70,12 @@ def _client_q(hub, cells, metric: str) -> dict:
 
 
 def decomposition(hub, samples) -> dict:
-    """Whole run (warm-up stages left out of the client side, like the summary) and per stage."""
+    """Whole run and per stage. The whole run keeps warm-up stages on the client side too (unlike the
+    summary's headline figures): the server's histograms cover the same span, warm-up included."""
     from telemetry.summary import stage_spans
 
     spans = stage_spans(hub, hub.duration_s)
-    warmup = {st.name for st, _a, _b in spans if getattr(st, "warmup", False)}
-    cells = [c for k, c in hub.merged.cells.items() if k[1] not in warmup]
+    cells = list(hub.merged.cells.values())
     whole = decompose(_client_q(hub, cells, "ttft"), _client_q(hub, cells, "itl"),
                       server_deltas(samples, -math.inf, math.inf))
     stages = []

@@ -57,6 +57,7 @@ th, td { border-bottom:1px solid var(--line); padding:4px 8px; text-align:left; 
 th { background:#f0f2f6; font-weight:600; }
 table.num td:not(:first-child), table.num th:not(:first-child) { text-align:right; font-variant-numeric:tabular-nums; }
 tr.knee td { background:#fff2f0; font-weight:600; }
+tr.warmup td { color:#8a93a3; }
 .badge { display:inline-block; padding:1px 8px; border-radius:10px; font-size:12px; font-weight:600; color:#fff; }
 .badge.ok { background:var(--ok); } .badge.bad { background:var(--bad); } .badge.na { background:#8a93a3; }
 table.spikes td:last-child { font-family:ui-monospace,SFMono-Regular,Menlo,monospace; font-size:12px; }

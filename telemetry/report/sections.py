@@ -120,27 +120,28 @@ def stages(s: Mapping) -> str:
         return ""
     sat = s.get("saturation") or {}
     knee = sat.get("stage")
-    xs, x_label, names = _stage_axis(sts)
-    markers = [Marker(x, f"knee: {knee}", "#b00") for x, st in zip(xs, sts, strict=True) if st.get("name") == knee]
+    measured = [st for st in sts if not st.get("warmup")]  # warm-up stages are in the table, not on the curves
+    xs, x_label, names = _stage_axis(measured)
+    markers = [Marker(x, f"knee: {knee}", "#b00") for x, st in zip(xs, measured, strict=True) if st.get("name") == knee]
     parts: list[str] = []
-    if len(sts) >= 2:
+    if len(measured) >= 2:
         thr = line_chart(
             "Throughput against load",
-            [Series("output tokens/s", xs, [st.get("output_per_s") for st in sts], PALETTE[0]),
-             Series("requests/s", xs, [_rps(st) for st in sts], PALETTE[2], right=True, dashed=True)],
+            [Series("output tokens/s", xs, [st.get("output_per_s") for st in measured], PALETTE[0]),
+             Series("requests/s", xs, [_rps(st) for st in measured], PALETTE[2], right=True, dashed=True)],
             x_label=x_label, y_label="output tokens/s", y2_label="requests/s", markers=markers, x_names=names,
         )
         ttft = line_chart(
             "TTFT against load",
-            [Series("TTFT p50", xs, [_q(st.get("ttft_ms"), "p50") for st in sts], PALETTE[0]),
-             Series("TTFT p99", xs, [_q(st.get("ttft_ms"), "p99") for st in sts], PALETTE[1])],
+            [Series("TTFT p50", xs, [_q(st.get("ttft_ms"), "p50") for st in measured], PALETTE[0]),
+             Series("TTFT p99", xs, [_q(st.get("ttft_ms"), "p99") for st in measured], PALETTE[1])],
             x_label=x_label, y_label="ms", markers=markers, x_names=names,
         )
         itl = line_chart(
             "ITL and TPOT against load",
-            [Series("ITL p50", xs, [_q(st.get("itl_ms"), "p50") for st in sts], PALETTE[0]),
-             Series("ITL p99", xs, [_q(st.get("itl_ms"), "p99") for st in sts], PALETTE[1]),
-             Series("TPOT p99", xs, [_q(st.get("tpot_ms"), "p99") for st in sts], PALETTE[3], dashed=True)],
+            [Series("ITL p50", xs, [_q(st.get("itl_ms"), "p50") for st in measured], PALETTE[0]),
+             Series("ITL p99", xs, [_q(st.get("itl_ms"), "p99") for st in measured], PALETTE[1]),
+             Series("TPOT p99", xs, [_q(st.get("tpot_ms"), "p99") for st in measured], PALETTE[3], dashed=True)],
             x_label=x_label, y_label="ms", markers=markers, x_names=names,
         )
         parts.append('<div class="grid">' + _figure(thr) + _figure(ttft) + _figure(itl) + "</div>")
@@ -150,7 +151,7 @@ def stages(s: Mapping) -> str:
     parts.append(_note(knee_text))
     rows = []
     for st in sts:
-        mark = ' class="knee"' if st.get("name") == knee else ""
+        mark = ' class="knee"' if st.get("name") == knee else ' class="warmup"' if st.get("warmup") else ""
         cells = [
             escape(str(st.get("name"))), num(st.get("users")), num(st.get("rate"), 2), escape(str(st.get("input_len"))),
             num(_span(st)), num(st.get("requests")), num(st.get("output_per_s")),
@@ -243,8 +244,9 @@ def _stage_markers(s: Mapping) -> list[Marker]:
     sts = s.get("stages") or []
     if len(sts) < 2:
         return []
-    return [Marker(st["start_s"], str(st.get("name")), "#777") for st in sts
-            if isinstance(st.get("start_s"), int | float)]
+    # warm-up stages get a line without a label (their label would sit on top of the next stage's)
+    return [Marker(st["start_s"], "", "#bbb") if st.get("warmup") else Marker(st["start_s"], str(st["name"]), "#777")
+            for st in sts if isinstance(st.get("start_s"), int | float)]
 
 
 def _spike_bands(s: Mapping) -> list[Band]:
@@ -328,7 +330,21 @@ def _decomposition(d: Mapping) -> str:
         if key in d
     ]
     statement = d.get("statement")
-    return (_note(statement) if statement else "") + table(["", *Q_KEYS], rows, cls="num")
+    html = (_note(statement) if statement else "") + table(["", *Q_KEYS], rows, cls="num")
+    stages = [st for st in d.get("stages") or [] if isinstance(st, Mapping)]
+    if len(stages) > 1:
+        srows = []
+        for st in stages:
+            rem = st.get("remainder_ms") or {}
+            srows.append([str(st.get("name")), ms(_q(st.get("ttft_client_ms"), "mean")),
+                          ms(_q(st.get("ttft_server_ms"), "mean")), ms(_q(st.get("queue_ms"), "mean")),
+                          ms(_q(st.get("prefill_ms"), "mean")), ms(rem.get("server_other")),
+                          ms(rem.get("network_client")), ms(_q(st.get("itl_client_ms"), "mean")),
+                          ms(_q(st.get("decode_itl_server_ms"), "mean"))])
+        html += "<h3>Per stage (means, ms)</h3>" + table(
+            ["stage", "client TTFT", "server TTFT", "queue", "prefill", "other server", "network & client",
+             "client ITL", "server ITL"], srows, cls="num")
+    return html
 
 
 def _windows_chart(att: Mapping) -> str:
@@ -348,6 +364,9 @@ def _windows_chart(att: Mapping) -> str:
     )
 
 
+SPIKE_METRICS = {"ttft_p99_ms": "TTFT p99", "itl_p99_ms": "ITL p99"}
+
+
 def attribution(s: Mapping) -> str:
     att = s.get("attribution")
     if not isinstance(att, Mapping):
@@ -362,7 +381,7 @@ def attribution(s: Mapping) -> str:
     bf_html = f"<p>Dynamic batching (seed 3.3): {verdict} — flagged windows: {flagged_text}; {escape(base_text)}</p>"
     spikes = att.get("spikes") or []
     if spikes:
-        rows = [[f"{sp.get('start_s', 0):.0f}–{sp.get('end_s', 0):.0f}", str(sp.get("metric")),
+        rows = [[f"{sp.get('start_s', 0):.0f}–{sp.get('end_s', 0):.0f}", SPIKE_METRICS.get(sp.get("metric"), "?"),
                  f"{sp.get('ratio', 0):.1f}×", str(sp.get("category", "")), str(sp.get("cause", ""))] for sp in spikes]
         spikes_html = table(["window (s)", "metric", "× median", "category", "cause"], rows, cls="spikes")
     else:

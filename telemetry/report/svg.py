@@ -219,8 +219,9 @@ def line_chart(
                     f'stroke-width="1.5" stroke-dasharray="4 3" class="marker"/>')
         anchor = "end" if px > W - PAD_R - 80 else "start"
         dx = -4 if anchor == "end" else 4
-        body.append(f'<text x="{px + dx:.1f}" y="{PAD_T + 14 + 13 * (i % 3)}" class="mk" fill="{m.color}" '
-                    f'text-anchor="{anchor}">{escape(m.label)}</text>')
+        if m.label:
+            body.append(f'<text x="{px + dx:.1f}" y="{PAD_T + 14 + 13 * (i % 3)}" class="mk" fill="{m.color}" '
+                        f'text-anchor="{anchor}">{escape(m.label)}</text>')
     body.extend(_legend(series))
     return _frame(title, body, desc=desc)
 
