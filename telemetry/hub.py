@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from telemetry.recorder import WINDOW_METRICS, Recorder
+from telemetry.recorder import SLOT_ALPHA, WINDOW_METRICS, Recorder
 from telemetry.scraper import ServerScraper
 from telemetry.sketch import LogSketch
 from telemetry.slo import SloSet
@@ -35,7 +35,7 @@ class Window:
     requests: int = 0
     errors: int = 0
     output_tokens: int = 0
-    sketches: dict[str, LogSketch] = field(default_factory=lambda: {m: LogSketch() for m in WINDOW_METRICS})
+    sketches: dict[str, LogSketch] = field(default_factory=lambda: {m: LogSketch(SLOT_ALPHA) for m in WINDOW_METRICS})
 
 
 @dataclass

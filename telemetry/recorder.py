@@ -37,6 +37,9 @@ HIST_METRICS = ("ttft", "itl", "tpot", "e2e", "decode_span")
 """Also kept as fixed-bucket histograms for the exporter."""
 WINDOW_METRICS = ("ttft", "itl", "tpot", "e2e")
 """Also kept per wall-clock slot."""
+SLOT_ALPHA = 0.01
+"""Relative accuracy of the per-slot (windowed) sketches: 1 %, half the buckets of the cells' sketches,
+since a long run keeps one slot per second on the master."""
 KV_BLOCK = 16
 """Tokens per KV block for the client-side block fill (seed section 2.2)."""
 
@@ -114,7 +117,7 @@ class Cell:
 class Slot:
     """One wall-clock slot: sketches of the window metrics plus request/error/token counts."""
 
-    sketches: dict[str, LogSketch] = field(default_factory=lambda: {m: LogSketch() for m in WINDOW_METRICS})
+    sketches: dict[str, LogSketch] = field(default_factory=lambda: {m: LogSketch(SLOT_ALPHA) for m in WINDOW_METRICS})
     requests: int = 0
     errors: int = 0
     output_tokens: int = 0
@@ -227,30 +230,61 @@ class Recorder:
         gaps = np.diff(r.chunk_times)
         k = np.asarray(r.chunk_tokens[1:], dtype=np.int64)
         sk["inter_chunk"].add_many(gaps)
-        itl = np.repeat(gaps / k, k)
-        sk["itl"].add_many(itl)
+        itl = np.repeat(gaps / k, k) if gaps.size != k.sum() else gaps  # k samples of g/k (k = 1: the gaps)
+        times = np.repeat(np.asarray(r.chunk_times[1:], dtype=np.float64), k) if itl is not gaps else r.chunk_times[1:]
         hs["itl"].add_many(itl)
-        self._add_itl_to_slots(np.repeat(np.asarray(r.chunk_times[1:], dtype=np.float64), k), itl)
+        if itl.min() <= 0.0:  # clock oddity: take the generic path for every sketch
+            sk["itl"].add_many(itl)
+            for seg_slot, seg in self._segments(times, itl):
+                seg_slot.sketches["itl"].add_many(seg)
+            return
+        self._add_itl(sk["itl"], itl, times)
+
+    def _add_itl(self, sketch: LogSketch, itl: np.ndarray, perf_times: np.ndarray) -> None:
+        """Take the logs once; bin for the cell's sketch and, split by time, for the slots' sketches."""
+        logs = np.log(itl)
+        n, total, vmin, vmax = int(itl.size), float(itl.sum()), float(itl.min()), float(itl.max())
+        idx = sketch.indexes_of_log(logs)
+        lo = int(idx.min())
+        sketch.add_binned(lo, np.bincount(idx - lo, minlength=int(idx.max()) - lo + 1), n, total, vmin, vmax)
+        slot_idx = np.floor((perf_times + self._wall_offset) / self.slot_s).astype(np.int64)
+        first, last = int(slot_idx[0]), int(slot_idx[-1])  # times are sorted
+        probe = self._slot_at(first).sketches["itl"]
+        idx = probe.indexes_of_log(logs)
+        lo = int(idx.min())
+        width = int(idx.max()) - lo + 1
+        if first == last:
+            probe.add_binned(lo, np.bincount(idx - lo, minlength=width), n, total, vmin, vmax)
+            return
+        rows = last - first + 1
+        grid = np.bincount((slot_idx - first) * width + (idx - lo), minlength=rows * width).reshape(rows, width)
+        starts = np.searchsorted(slot_idx, np.arange(first, last + 1), side="left")
+        sizes = np.diff(np.append(starts, itl.size))
+        present = np.flatnonzero(sizes)
+        sums = np.add.reduceat(itl, starts[present])
+        mins = np.minimum.reduceat(itl, starts[present])
+        maxs = np.maximum.reduceat(itl, starts[present])
+        for j, row in enumerate(present):
+            self._slot_at(first + int(row)).sketches["itl"].add_binned(
+                lo, grid[row], int(sizes[row]), float(sums[j]), float(mins[j]), float(maxs[j]))  # fmt: skip
+
+    def _segments(self, perf_times: np.ndarray, values: np.ndarray):
+        idx = np.floor((perf_times + self._wall_offset) / self.slot_s).astype(np.int64)
+        cuts = np.flatnonzero(np.diff(idx)) + 1
+        for seg_idx, seg in zip(np.split(idx, cuts), np.split(values, cuts), strict=True):
+            yield self._slot_at(int(seg_idx[0])), seg
 
     def _wall(self, perf_t: float) -> float:
         return perf_t + self._wall_offset
 
     def _slot(self, wall_t: float) -> Slot:
-        i = math.floor(wall_t / self.slot_s)
+        return self._slot_at(math.floor(wall_t / self.slot_s))
+
+    def _slot_at(self, i: int) -> Slot:
         s = self.slots.get(i)
         if s is None:
             s = self.slots[i] = Slot()
         return s
-
-    def _add_itl_to_slots(self, perf_times: np.ndarray, itl: np.ndarray) -> None:
-        idx = np.floor((perf_times + self._wall_offset) / self.slot_s).astype(np.int64)
-        cuts = np.flatnonzero(np.diff(idx)) + 1  # times are sorted: one segment per slot
-        for seg_idx, seg in zip(np.split(idx, cuts), np.split(itl, cuts), strict=True):
-            i = int(seg_idx[0])
-            s = self.slots.get(i)
-            if s is None:
-                s = self.slots[i] = Slot()
-            s.sketches["itl"].add_many(seg)
 
     def record_kv_fill(self, stage: str, inflight: list[tuple[int, int]]) -> None:
         """One sample of the in-flight requests' (prompt, generated) tokens: used / allocated slots."""

@@ -15,10 +15,10 @@ from __future__ import annotations
 import logging
 import math
 import time
-import urllib.request
 from collections import defaultdict
 
 import gevent
+import requests
 from prometheus_client.parser import text_string_to_metric_families
 
 log = logging.getLogger(__name__)
@@ -116,6 +116,7 @@ class ServerScraper:
         self._t0_wall = time.time()
         self._greenlet: gevent.Greenlet | None = None
         self._warned = False
+        self._session = requests.Session()  # keep-alive, as Prometheus itself scrapes
 
     @property
     def latest(self) -> dict | None:
@@ -132,6 +133,7 @@ class ServerScraper:
             self._greenlet = None
             if final_scrape:
                 self.scrape_once()
+        self._session.close()
 
     def _loop(self) -> None:
         while True:
@@ -142,9 +144,9 @@ class ServerScraper:
         """Fetch and parse once; on failure count it, warn the first time, and return None."""
         wall = time.time()
         try:
-            with urllib.request.urlopen(self.url, timeout=self.timeout_s) as resp:
-                text = resp.read().decode("utf-8", errors="replace")
-            sample = parse_server_metrics(text)
+            resp = self._session.get(self.url, timeout=self.timeout_s)
+            resp.raise_for_status()
+            sample = parse_server_metrics(resp.content.decode("utf-8", errors="replace"))
         except Exception as e:  # any network or parse failure is counted, never raised
             self.failures += 1
             if not self._warned:

@@ -69,21 +69,50 @@ class LogSketch:
         v = np.asarray(values, dtype=np.float64).ravel()
         if v.size == 0:
             return
-        self.count += int(v.size)
-        self.sum += float(v.sum())
-        self.min = min(self.min, float(v.min()))
-        self.max = max(self.max, float(v.max()))
-        pos = v[v > MIN_VALUE]
-        self.zero += int(v.size - pos.size)
-        if pos.size == 0:
-            return
-        idx = np.ceil(np.log(pos) / self._ln_gamma).astype(np.int64)
-        np.clip(idx, self._lo_idx, self._hi_idx, out=idx)
+        vmin, vmax = float(v.min()), float(v.max())
+        if vmin <= MIN_VALUE:
+            pos = v[v > MIN_VALUE]
+            zero = int(v.size - pos.size)
+        else:
+            pos, zero = v, 0
+        lo, binned = self.bin(pos)
+        self.add_binned(lo, binned, int(v.size), float(v.sum()), vmin, vmax, zero)
+
+    def bin(self, positive: np.ndarray) -> tuple[int, np.ndarray]:
+        """(first index, counts per index) of values all > MIN_VALUE; reusable across sketches of this alpha."""
+        if positive.size == 0:
+            return 0, np.zeros(0, dtype=np.int64)
+        idx = self.indexes(positive)
         lo, hi = int(idx.min()), int(idx.max())
-        self._grow(lo, hi)
-        binned = np.bincount(idx - lo, minlength=hi - lo + 1)
-        start = lo - self.offset
-        self.counts[start : start + binned.size] += binned
+        return lo, np.bincount(idx - lo, minlength=hi - lo + 1)
+
+    def indexes(self, positive: np.ndarray) -> np.ndarray:
+        """Bucket index of each value (all > MIN_VALUE), clamped to the bounded range."""
+        return self.indexes_of_log(np.log(positive))
+
+    def indexes_of_log(self, log_values: np.ndarray) -> np.ndarray:
+        """:meth:`indexes` from natural logs already taken (one log serves sketches of several accuracies)."""
+        idx = np.ceil(log_values / self._ln_gamma).astype(np.int64)
+        if idx.size and (idx[0] > self._hi_idx or idx.max() > self._hi_idx or idx.min() < self._lo_idx):
+            np.minimum(np.maximum(idx, self._lo_idx, out=idx), self._hi_idx, out=idx)
+        return idx
+
+    def add_binned(self, lo: int, binned: np.ndarray, count: int, total: float, vmin: float, vmax: float,
+                   zero: int = 0) -> None:  # fmt: skip
+        """Add pre-binned counts (from :meth:`bin`) with the exact count/sum/min/max of the values behind them."""
+        if count == 0:
+            return
+        self.count += count
+        self.sum += total
+        if vmin < self.min:
+            self.min = vmin
+        if vmax > self.max:
+            self.max = vmax
+        self.zero += zero
+        if binned.size:
+            self._grow(lo, lo + binned.size - 1)
+            start = lo - self.offset
+            self.counts[start : start + binned.size] += binned
 
     def _grow(self, lo: int, hi: int) -> None:
         if self.counts.size == 0:

@@ -135,3 +135,18 @@ def test_bucket_boundaries_are_vllms_plus_sub_10ms():
     h.add_many(np.array([0.0049, 0.005, 0.0051, 100.0]))
     cum = dict(h.cumulative())
     assert cum[0.005] == 2 and cum[0.0075] == 3 and cum[80.0] == 3 and cum[math.inf] == 4  # le is inclusive
+
+
+def test_itl_split_into_wall_clock_slots_keeps_every_sample():
+    rec = Recorder(slot_s=1.0)
+    itl = np.array([0.3, 0.6, 0.2, 0.9, 0.45, 0.7, 0.3, 0.8, 0.5])  # ~4.75 s of decode: several slots
+    r = make_result(ttft=0.1, itl=itl, tokens=10)
+    rec.record(r)
+    slot_itl = [s.sketches["itl"] for s in rec.slots.values() if s.sketches["itl"].count]
+    assert len(slot_itl) >= 4
+    assert sum(s.count for s in slot_itl) == 9
+    assert math.isclose(sum(s.sum for s in slot_itl), float(itl.sum()), rel_tol=1e-9)
+    assert min(s.min for s in slot_itl) == pytest.approx(0.2) and max(s.max for s in slot_itl) == pytest.approx(0.9)
+    # each slot holds the gaps of the chunks that arrived in it, in order
+    order = [s for _i, s in sorted(rec.slots.items()) if s.sketches["itl"].count]
+    assert order[0].sketches["itl"].min == pytest.approx(0.3)
