@@ -24,6 +24,8 @@ from shapes.webui import ShapeFormHook
 
 logger = logging.getLogger(__name__)
 
+IGNORED_USERS_HINT = {"concurrency-sweep": "the --sweep-users levels", "rate-sweep": "--max-concurrency"}
+
 
 def set_shape(environment, name: str | None) -> SweepShape | None:
     """Make the sweep ``name`` (a key of SHAPES) the environment's shape class; None removes a sweep."""
@@ -90,6 +92,8 @@ def install(environment) -> None:
             sys.exit(2)
         set_shape(environment, name)
         logger.info("--shape %s: %s", name, ", ".join(s.stage.name for s in steps))
+        if name != "length-sweep" and getattr(options, "num_users", None):
+            logger.warning("-u/--users is ignored by --shape %s (users: %s)", name, IGNORED_USERS_HINT[name])
     web_ui = getattr(environment, "web_ui", None)
     if web_ui is not None:
         ShapeFormHook(environment, web_ui, lambda n: set_shape(environment, n)).register()
