@@ -371,6 +371,8 @@ def attribution(s: Mapping) -> str:
     att = s.get("attribution")
     if not isinstance(att, Mapping):
         return _section("attribution", "P99 attribution", _note("No attribution in this summary."))
+    if "error" in att:
+        return _section("attribution", "P99 attribution", _note(f"The attribution failed: {att['error']}"))
     bf = att.get("batching_failure") or {}
     base = bf.get("baseline") or {}
     flagged = bf.get("flagged_windows") or []

@@ -118,6 +118,14 @@ def test_empty_summaries_still_render(summary):
     assert "No latency histograms in the summary." in html
 
 
+def test_a_failed_attribution_section_is_stated():
+    s = sweep_summary()
+    s["attribution"] = {"error": "ValueError: boom"}
+    html = render(s)
+    _check(html)
+    assert "The attribution failed: ValueError: boom" in html
+
+
 def test_a_broken_section_is_noted_not_fatal():
     s = sweep_summary()
     s["stages"][2]["start_s"] = "soon"  # malformed
