@@ -22,7 +22,7 @@ from tokenizers import Tokenizer
 from server.sim import sse
 from server.sim.engine import Engine
 from server.sim.faults import HANG_SECONDS, IMMEDIATE, Fault, Faults
-from server.sim.http import Connection, Handler, Request
+from server.sim.http import Connection, Handler, Request, WriteBatcher
 from server.sim.metrics import CONTENT_TYPE, render
 from server.sim.scheduler import FINISHED, SimRequest
 from server.sim.textgen import Vocabulary
@@ -96,6 +96,7 @@ class SimApp:
         self.rng = rng
         self.registry = registry
         self.faults = faults
+        self.batcher = WriteBatcher()
         self.created = int(time.time())
         self._ids = itertools.count(1)
         self._id_prefix = os.urandom(4).hex()

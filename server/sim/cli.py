@@ -21,7 +21,7 @@ import numpy as np
 from server.sim.api import SimApp
 from server.sim.engine import Engine
 from server.sim.faults import KINDS, Faults, parse_kinds
-from server.sim.http import Connection
+from server.sim.http import Connection, WriteBatcher
 from server.sim.metrics import EngineMetrics, SimCollector, make_registry
 from server.sim.profiles import DEFAULT_PROFILE, Profile, ProfileError, available, load_profile
 from server.sim.scheduler import Scheduler, SchedulerConfig
@@ -209,7 +209,8 @@ def build_app(s: SimSettings) -> tuple[SimApp, Engine]:
         log.warning("re-encoding generated text does not give back the same ids with this tokenizer")
     sched = Scheduler(s.sched, vocab.ids, np.random.default_rng(seeds[1]))
     metrics = EngineMetrics(s.sched.max_model_len)
-    engine = Engine(sched, s.profile.cost, metrics, s.time_scale, s.batch_cap_at)
+    batcher = WriteBatcher()
+    engine = Engine(sched, s.profile.cost, metrics, s.time_scale, s.batch_cap_at, flush=batcher.flush)
     cache_info = {"block_size": str(s.sched.block_size), "cache_dtype": "auto",
                   "enable_prefix_caching": str(s.sched.enable_prefix_caching),
                   "gpu_memory_utilization": "0.9", "num_cpu_blocks": "None",
@@ -219,6 +220,7 @@ def build_app(s: SimSettings) -> tuple[SimApp, Engine]:
     faults = Faults(s.fault_rate, s.fault_kinds, np.random.default_rng(seeds[2])) if s.fault_rate > 0 else None
     app = SimApp(engine, tok, vocab, s.model_name, s.sched.max_model_len, s.eos_probability,
                  np.random.default_rng(seeds[3]), make_registry(collector), faults)
+    app.batcher = batcher
     return app, engine
 
 
@@ -227,7 +229,7 @@ async def serve(s: SimSettings, ready: asyncio.Future | None = None) -> None:
     loop = asyncio.get_running_loop()
     routes = app.routes()
     try:
-        server = await loop.create_server(lambda: Connection(routes), s.host, s.port, backlog=1024)
+        server = await loop.create_server(lambda: Connection(routes, app.batcher), s.host, s.port, backlog=1024)
     except OSError as e:
         raise UsageError(f"cannot listen on {s.host}:{s.port}: {e.strerror or e}") from None
     port = server.sockets[0].getsockname()[1]

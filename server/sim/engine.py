@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Callable
 
 from server.sim.cost import CostModel
 from server.sim.metrics import EngineMetrics
@@ -23,6 +24,8 @@ from server.sim.scheduler import FINISHED, Scheduler, SimRequest
 
 log = logging.getLogger("server.sim")
 
+MIN_SLEEP_S = 0.001  # shorter waits only yield to the event loop
+MAX_BURST_S = 0.002  # longest run of back-to-back due steps before yielding to I/O
 RESYNC_S = 0.05  # real seconds behind the deadline chain after which it restarts from now (else later steps catch up)
 
 
@@ -41,8 +44,10 @@ class SimClock:
 
 class Engine:
     def __init__(self, scheduler: Scheduler, cost: CostModel, metrics: EngineMetrics, time_scale: float = 1.0,
-                 batch_cap_at: tuple[float, int] | None = None):
+                 batch_cap_at: tuple[float, int] | None = None, flush: Callable[[], None] | None = None):
         self.sched = scheduler
+        self.flush = flush or (lambda: None)
+        """Sends what the sinks queued; called before the loop waits (see :class:`server.sim.http.WriteBatcher`)."""
         self.cost = cost
         self.metrics = metrics
         self.clock = SimClock(time_scale)
@@ -79,28 +84,35 @@ class Engine:
             log.info("batch cap: at most %d running sequences from t=%.1fs (sim time)", cap[1], cap[0])
 
     async def run(self) -> None:
-        sched, clock, cost = self.sched, self.clock, self.cost
+        sched, clock, cost, flush = self.sched, self.clock, self.cost, self.flush
         scale = clock.scale
         perf = time.perf_counter
-        deadline = perf()
+        deadline = burst_start = perf()
         while not self._stopping:
             if not sched.has_work():
+                flush()
                 self._wake.clear()
                 await self._wake.wait()
-                deadline = perf()
+                deadline = burst_start = perf()
                 continue
             self._apply_batch_cap()
             step = sched.schedule(clock.now())
-            if not step.scheduled:  # nothing fits this instant (batch cap 0, pool exhausted by hung admission)
+            if not step.scheduled:  # nothing fits this instant (e.g. a batch cap of 0 running)
+                flush()
                 await asyncio.sleep(0.001)
-                deadline = perf()
+                deadline = burst_start = perf()
                 continue
             start = perf()
             if deadline < start - RESYNC_S:
                 deadline = start
             deadline += cost.step_seconds(step) / scale
-            delay = deadline - perf()
-            await asyncio.sleep(delay if delay > 0 else 0)
+            delay = deadline - start
+            if delay > MIN_SLEEP_S or start - burst_start > MAX_BURST_S:
+                # Send what earlier steps produced, then wait out this step (a wait below the selector's 1 ms
+                # granularity only yields). Steps already due run back to back and share one flush.
+                flush()
+                await asyncio.sleep(delay if delay > MIN_SLEEP_S else 0)
+                burst_start = perf()
             self._finish_step(step, clock.now())
 
     def _finish_step(self, step, now: float) -> None:

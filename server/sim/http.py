@@ -1,12 +1,15 @@
 """A small HTTP/1.1 server on asyncio's Protocol API, built for streaming many SSE responses fast.
 
 Keep-alive, pipelined requests (answered in order), ``Content-Length`` request bodies,
-``Expect: 100-continue``, and chunked streaming responses written with one ``transport.write`` per
-chunk. Handlers are plain callables ``handler(request, conn)``: they answer at once
-(:meth:`Connection.respond`) or start a stream and write to it later from the engine's callbacks.
+``Expect: 100-continue``, and chunked streaming responses. Handlers are plain callables
+``handler(request, conn)``: they answer at once (:meth:`Connection.respond`) or start a stream and
+write to it later from the engine's callbacks. Stream chunks are queued per connection and sent by
+:meth:`WriteBatcher.flush`, which the engine calls before it waits: one ``transport.write`` per
+connection per wake-up, however many engine steps (when behind schedule) produced tokens.
 
+    batcher = WriteBatcher()
     routes = {("GET", "/health"): lambda req, conn: conn.respond(200, b"")}
-    server = await loop.create_server(lambda: Connection(routes), "127.0.0.1", 8000)
+    server = await loop.create_server(lambda: Connection(routes, batcher), "127.0.0.1", 8000)
 """
 
 from __future__ import annotations
@@ -58,13 +61,31 @@ def _not_allowed(req: Request, conn: Connection) -> None:
     conn.respond(405, b'{"detail":"Method Not Allowed"}')
 
 
+class WriteBatcher:
+    """Connections with queued stream chunks; :meth:`flush` sends each one's queue in one write."""
+
+    __slots__ = ("dirty",)
+
+    def __init__(self) -> None:
+        self.dirty: list[Connection] = []
+
+    def flush(self) -> None:
+        dirty, self.dirty = self.dirty, []
+        for conn in dirty:
+            conn.flush()
+
+
 class Connection(asyncio.Protocol):
     """One client connection. ``on_close`` (set by a handler) runs if the client goes away mid-response."""
 
-    __slots__ = ("routes", "paths", "transport", "buf", "busy", "keep_alive", "closed", "on_close", "_continued")
+    __slots__ = ("routes", "paths", "batcher", "transport", "buf", "busy", "keep_alive", "closed", "on_close",
+                 "_continued", "_out", "_end")
 
-    def __init__(self, routes: dict[tuple[str, str], Handler]):
+    def __init__(self, routes: dict[tuple[str, str], Handler], batcher: WriteBatcher | None = None):
         self.routes = routes
+        self.batcher = batcher or WriteBatcher()
+        self._out: list[bytes] = []
+        self._end = False
         self.paths = {p for _m, p in routes}
         self.transport: asyncio.Transport | None = None
         self.buf = bytearray()
@@ -159,6 +180,7 @@ class Connection(asyncio.Protocol):
         self.respond(status, b'{"detail":"%s"}' % message.encode())
 
     def _done(self) -> None:
+        self.flush()
         self.busy = False
         self.on_close = None
         if not self.keep_alive:
@@ -178,9 +200,10 @@ class Connection(asyncio.Protocol):
 
     def respond(self, status: int, body: bytes, content_type: str = JSON,
                 headers: dict[str, str] | None = None) -> None:
-        """A complete response; the connection then serves the next request."""
+        """A complete response, written now; the connection then serves the next request."""
         if self.closed:
             return
+        self.flush()
         extra = b"".join(b"%s: %s\r\n" % (k.encode(), v.encode()) for k, v in (headers or {}).items())
         self.transport.write(self._head(status, content_type, extra + b"content-length: %d\r\n\r\n" % len(body))
                              + body)
@@ -191,21 +214,39 @@ class Connection(asyncio.Protocol):
             self.transport.write(self._head(status, content_type, b"transfer-encoding: chunked\r\n\r\n"))
 
     def write_chunk(self, data: bytes) -> None:
-        if not self.closed:
-            self.transport.write(b"%x\r\n%b\r\n" % (len(data), data))
+        """Queue one chunk (sent at the next flush)."""
+        if self.closed:
+            return
+        out = self._out
+        if not out:
+            self.batcher.dirty.append(self)
+        out.append(b"%x\r\n%b\r\n" % (len(data), data))
 
     def end_stream(self, last: bytes = b"") -> None:
-        """Write ``last`` (if any) and the terminating zero-length chunk in one write."""
+        """Queue ``last`` (if any) and the terminating zero-length chunk; the response ends at the flush."""
         if self.closed:
             return
         if last:
-            self.transport.write(b"%x\r\n%b\r\n0\r\n\r\n" % (len(last), last))
-        else:
-            self.transport.write(b"0\r\n\r\n")
-        self._done()
+            self.write_chunk(last)
+        elif not self._out:
+            self.batcher.dirty.append(self)
+        self._out.append(b"0\r\n\r\n")
+        self._end = True
+
+    def flush(self) -> None:
+        out = self._out
+        if not out:
+            return
+        self._out = []
+        if not self.closed:
+            self.transport.write(out[0] if len(out) == 1 else b"".join(out))
+        if self._end:
+            self._end = False
+            self._done()
 
     def close(self) -> None:
-        """Close the connection now (a cut stream closes without the terminating chunk)."""
+        """Send what is queued, then close (a cut stream closes without the terminating chunk)."""
         if not self.closed and self.transport is not None:
+            self.flush()
             self.closed = True
             self.transport.close()
