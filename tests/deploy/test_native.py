@@ -126,7 +126,8 @@ def test_compose_commands_work_together_natively(tmp_path):
     sim_cfg, gpu_cfg = rendered("sim"), rendered("gpu")
     ports = Ports()
     (tmp_path / "prometheus.yml").write_text(prometheus_config(ports))
-    env = {k: str(v) for k, v in (sim_cfg["services"]["locust-master"].get("environment") or {}).items()}
+    compose_env = sim_cfg["services"]["locust-master"].get("environment") or {}
+    env = {k: str(v) for k, v in compose_env.items() if v is not None}  # None: taken from the shell, if set
     load = {"LOCUST_INPUT_LEN": "fixed:128", "LOCUST_OUTPUT_LEN": "fixed:32"}  # small requests on a 2-core box
 
     sim_argv = native(command(sim_cfg, "sim"), "sim", ports, tmp_path)
