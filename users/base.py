@@ -48,7 +48,9 @@ class LLMUser(FastHttpUser):
         if settings is None:  # an Environment built without the plugin (tests, library use)
             settings = environment.llm_users = RunSettings.from_options(environment.parsed_options)
         self.settings: RunSettings = settings
-        self.network_timeout = settings.request_timeout
+        # with the process's stall watch, sockets block without a per-read timer (see users.watchdog)
+        watched = getattr(environment, "llm_stall_watch", None) is not None
+        self.network_timeout = None if watched else settings.request_timeout
         self.connection_timeout = min(settings.request_timeout, 60.0)
         super().__init__(environment)
         self._pool = self.client.client.clientpool

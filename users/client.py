@@ -23,6 +23,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+import gevent
 import numpy as np
 import orjson
 from geventhttpclient.client import HTTPClient
@@ -32,6 +33,7 @@ from users.inflight import Inflight
 from users.result import GenerationResult
 from users.sse import SSEParser
 from users.tally import StreamFault, StreamTally
+from users.watchdog import Stalled
 
 _RECV = 65536
 _ERROR_BODY_LIMIT = 64 * 1024
@@ -91,12 +93,14 @@ def exchange(
     """
     wall = time.time()
     tally = StreamTally(call.prompt_tokens_client)
-    if inflight is not None:
-        inflight.add(tally)
     resp: HTTPSocketPoolResponse | None = None
-    t_sent = time.perf_counter()
+    t_sent = tally.last = time.perf_counter()
     if t0 is None:
         t0 = t_sent
+    tally.owner = gevent.getcurrent()
+    tally.live = True
+    if inflight is not None:
+        inflight.add(tally)
     try:
         try:
             resp = http.request("POST", call.path, body=call.body, headers=call.headers)
@@ -116,7 +120,11 @@ def exchange(
         return _failed(call, e.kind, str(e), t0, t_sent, wall, tally)
     except StreamFault as e:
         return _failed(call, e.kind, str(e), t0, t_sent, wall, tally)
+    except Stalled:
+        detail = f"no byte for the request timeout after {tally.out} tokens"
+        return _failed(call, "timeout", f"timeout: {detail}", t0, t_sent, wall, tally)
     finally:
+        tally.live = False
         if resp is not None:
             resp.release()  # closes the socket unless the message completed cleanly
         if inflight is not None:
@@ -139,7 +147,7 @@ def _read_stream(resp: HTTPSocketPoolResponse, tally: StreamTally) -> None:
     try:
         while not resp.message_complete:
             data = sock.recv(_RECV)
-            t = perf()
+            tally.last = t = perf()
             if not data:
                 feed(data)  # EOF: completes a body delimited by the connection's end
                 if not resp.message_complete:

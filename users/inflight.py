@@ -26,6 +26,9 @@ class Inflight:
     def discard(self, item: _Live) -> None:
         self._live.discard(item)
 
+    def live(self) -> list:
+        return list(self._live)
+
     def __len__(self) -> int:
         return len(self._live)
 

@@ -17,6 +17,7 @@ from users.align import check
 from users.inflight import Inflight
 from users.server_info import ServerUnreachable, first_model, json_poster
 from users.settings import RunSettings
+from users.watchdog import StallWatch
 from workload.prompts import SyntheticPrompts
 
 log = logging.getLogger(__name__)
@@ -30,9 +31,18 @@ class UsersPlugin:
     def register(self) -> None:
         self.environment.llm_inflight = Inflight()
         self.environment.events.test_start.add_listener(self._on_test_start)
+        self.environment.events.test_stop.add_listener(self._on_test_stop)
 
     def close(self) -> None:
         self.environment.events.test_start.remove_listener(self._on_test_start)
+        self.environment.events.test_stop.remove_listener(self._on_test_stop)
+        self._on_test_stop()
+
+    def _on_test_stop(self, **_kw) -> None:
+        watch = getattr(self.environment, "llm_stall_watch", None)
+        if watch is not None:
+            watch.stop()
+            self.environment.llm_stall_watch = None
 
     def _on_test_start(self, environment, **_kw) -> None:
         if isinstance(environment.runner, MasterRunner):
@@ -47,6 +57,8 @@ class UsersPlugin:
                 gevent.spawn_later(0, environment.runner.quit)
             return
         environment.llm_users = settings
+        self._on_test_stop()
+        environment.llm_stall_watch = StallWatch(environment.llm_inflight, settings.request_timeout).start()
         host = environment.host or ""
         if not host and settings.route_table is not None:
             host = settings.route_table.spans[0][2].base_url

@@ -41,6 +41,8 @@ class SSEParser:
     def feed(self, data: bytes) -> list[bytes]:
         if self._cr or b"\r" in data:
             data = self._normalize(data)
+        elif not self._buf and data[:6] == b"data: " and data.find(b"\n", 6) == len(data) - 2 and data[-1:] == b"\n":
+            return [data[6:-2]]  # the common read: exactly one complete single-line event
         buf = self._buf + data if self._buf else data
         out: list[bytes] = []
         start = 0

@@ -32,7 +32,10 @@ class StreamFault(Exception):
 
 
 class StreamTally:
-    __slots__ = ("prompt", "out", "times", "ks", "done", "finished", "ct", "continuous", "prompt_tokens", "texts")
+    __slots__ = (
+        "prompt", "out", "times", "ks", "done", "finished", "ct", "continuous", "prompt_tokens", "texts",
+        "last", "owner", "live", "stalled",
+    )  # fmt: skip
 
     def __init__(self, prompt_tokens_client: int = 0) -> None:
         self.prompt = prompt_tokens_client
@@ -51,6 +54,12 @@ class StreamTally:
         self.prompt_tokens: int | None = None
         self.texts: list[str] = []
         """Text of chunks counted without usage (for a tokenizer count when the server sends no usage)."""
+        self.last = 0.0
+        """When the last byte arrived (set by the client; read by users.watchdog)."""
+        self.owner = None
+        """The greenlet reading this request (set by the client), and whether it is still reading."""
+        self.live = False
+        self.stalled = False
 
     def add(self, payloads: list[bytes], t: float) -> None:
         """Account the event payloads that arrived in one read at time ``t``."""
