@@ -228,7 +228,7 @@ def render() -> str:
 def main(argv: list[str]) -> int:
     if "--check" in argv:
         if OUT.read_text() != render():
-            print(f"{OUT} is stale: run python {Path(__file__).relative_to(Path.cwd())}", file=sys.stderr)
+            print(f"{OUT} is stale: run python deploy/grafana/dashboard.py", file=sys.stderr)
             return 1
         return 0
     OUT.write_text(render())
