@@ -73,6 +73,20 @@ class CumulativeHistogram:
             prev_bound, prev_cum = bound, cum
         return None
 
+    def quantile_bucket(self, q: float) -> tuple[float, float] | None:
+        """The bucket ``(lower, upper]`` holding quantile ``q``: what the histogram knows for sure (the
+        interpolated :meth:`quantile` is an estimate inside it)."""
+        total = self.count
+        if total <= 0 or not 0.0 <= q <= 1.0:
+            return None
+        rank = q * total
+        prev_bound, prev_cum = 0.0, 0.0
+        for bound, cum in zip(self.bounds, self.cumulative, strict=True):
+            if cum >= rank and cum > prev_cum:
+                return prev_bound, bound
+            prev_bound, prev_cum = bound, cum
+        return None
+
     def mean(self) -> float | None:
         if self.total_sum is None or self.count <= 0:
             return None
@@ -80,7 +94,9 @@ class CumulativeHistogram:
 
     def to_q(self, scale: float = 1000.0) -> dict:
         """DESIGN.md's Q object (``scale`` 1000 turns seconds into ms). ``max`` is None: a histogram only
-        bounds it, it does not know it."""
+        bounds it, it does not know it. Extra key ``bucket``: per quantile the ``[lower, upper]`` bucket
+        edges it lies in (upper None = above the last finite bound) — the interpolated value is an estimate
+        inside it, e.g. any p99 in vLLM's first queue-time bucket (0, 0.3 s] reads as up to 297 ms."""
         q: dict = {"count": int(round(self.count))}
         mean = self.mean()
         q["mean"] = None if mean is None else mean * scale
@@ -88,4 +104,9 @@ class CumulativeHistogram:
             v = self.quantile(p)
             q[key] = None if v is None else v * scale
         q["max"] = None
+        buckets = {}
+        for key, p in QUANTILES.items():
+            b = self.quantile_bucket(p)
+            buckets[key] = None if b is None else [b[0] * scale, None if math.isinf(b[1]) else b[1] * scale]
+        q["bucket"] = buckets
         return q

@@ -19,6 +19,7 @@ that holds for the window, most specific first:
 
 from __future__ import annotations
 
+import math
 import statistics
 import time
 from collections.abc import Callable, Sequence
@@ -104,6 +105,18 @@ def _num(v: float) -> str:
     return f"{v:.0f}" if float(v).is_integer() else f"{v:.1f}"
 
 
+def queue_p99_text(w: Window) -> str:
+    """The server's queue-time p99 as the bucket it lies in (what the histogram knows for sure)."""
+    h = w.server.get("queue")
+    b = h.quantile_bucket(0.99) if h is not None else None
+    if b is None:
+        return ""
+    lo, hi = b[0] * 1000.0, b[1] * 1000.0
+    if math.isinf(hi):
+        return f"server queue p99 >{lo:.0f} ms"
+    return f"server queue p99 ≤{hi:.0f} ms" if lo == 0 else f"server queue p99 {lo:.0f}–{hi:.0f} ms"
+
+
 def describe(w: Window, metric: str, ratio: float, ctx: RunContext, wall_start: float | None) -> str:
     """e.g. ``TTFT p99 3.1× at 12:03:10–12:03:20 with 41 waiting, KV 0.99, 12 preemptions``."""
     parts = []
@@ -116,9 +129,9 @@ def describe(w: Window, metric: str, ratio: float, ctx: RunContext, wall_start: 
     if w.running_median is not None:
         typical = f" (run median {_num(ctx.running_median)})" if ctx.running_median is not None else ""
         parts.append(f"batch {_num(w.running_median)}{typical}")
-    queue = w.server_quantile_ms("queue", 0.99)
-    if queue is not None:
-        parts.append(f"server queue p99 {queue:.0f} ms")
+    queue = queue_p99_text(w)
+    if queue:
+        parts.append(queue)
     signals = f" with {', '.join(parts)}" if parts else " (no server metrics)"
     return f"{METRICS[metric]} {ratio:.1f}× at {_span(w, wall_start)}{signals}"
 

@@ -48,10 +48,18 @@ def _q(d: Mapping | None, key: str) -> float | None:
     return float(v) if isinstance(v, int | float) and not isinstance(v, bool) else None
 
 
+def _q_cell(q: Mapping, key: str) -> str:
+    """A quantile; one read from a server histogram's first bucket is only known as "≤ its bound"."""
+    bucket = (q.get("bucket") or {}).get(key) if isinstance(q.get("bucket"), Mapping) else None
+    if bucket and bucket[0] == 0 and bucket[1] is not None:
+        return f"≤{ms(bucket[1])}"
+    return ms(_q(q, key))
+
+
 def _q_row(label: str, q: Mapping | None) -> list[str]:
     if not isinstance(q, Mapping):
         return [label] + ["–"] * len(Q_KEYS)
-    return [label, num(q.get("count"))] + [ms(_q(q, k)) for k in Q_KEYS[1:]]
+    return [label, num(q.get("count"))] + [_q_cell(q, k) for k in Q_KEYS[1:]]
 
 
 # ---- overview -------------------------------------------------------------------------------------
@@ -330,7 +338,9 @@ def _decomposition(d: Mapping) -> str:
         if key in d
     ]
     statement = d.get("statement")
-    html = (_note(statement) if statement else "") + table(["", *Q_KEYS], rows, cls="num")
+    html = (_note(statement) if statement else "") + table(["", *Q_KEYS], rows, cls="num") + _note(
+        "Server quantiles are interpolated inside vLLM's histogram buckets (as Prometheus' histogram_quantile "
+        "does); \"≤X\" marks one that lies in the first bucket, known only to be at most X. Means are exact.")
     stages = [st for st in d.get("stages") or [] if isinstance(st, Mapping)]
     if len(stages) > 1:
         srows = []

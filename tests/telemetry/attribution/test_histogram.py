@@ -61,3 +61,14 @@ def test_to_q_in_ms_matches_quantile():
     assert q["p50"] == pytest.approx(h.quantile(0.5) * 1000)
     assert q["p90"] < q["p95"] < q["p99"] <= 500.0
     assert q["max"] is None
+
+
+def test_quantile_bucket_states_what_is_known():
+    # vLLM's queue-time buckets start at 0.3 s: every quick request lands in (0, 0.3]
+    h = CumulativeHistogram.from_buckets({0.3: 100, 0.5: 100, INF: 100}, total_sum=0.5)
+    assert h.quantile(0.99) == pytest.approx(0.297)  # Prometheus' estimate...
+    assert h.quantile_bucket(0.99) == (0.0, 0.3)  # ...of a value known only to be <= 300 ms
+    q = h.to_q()
+    assert q["bucket"]["p99"] == [0.0, 300.0] and q["mean"] == pytest.approx(5.0)
+    top = CumulativeHistogram.from_buckets({0.3: 1, 0.5: 2, INF: 10})
+    assert top.quantile_bucket(0.99) == (0.5, INF) and top.to_q()["bucket"]["p99"] == [500.0, None]

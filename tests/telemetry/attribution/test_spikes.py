@@ -60,3 +60,17 @@ def test_too_few_windows_and_no_server_metrics():
     ws[2] = win(2, ttft_p99=2000, running=None, waiting=None, kv=None, preemptions=None)
     (s,) = find_spikes(ws)
     assert s["category"] == "unknown" and "no server metrics" in s["cause"]
+
+
+def test_server_queue_p99_is_stated_as_its_bucket():
+    import dataclasses
+    import math
+
+    from telemetry.attribution.histogram import CumulativeHistogram
+
+    quick = CumulativeHistogram.from_buckets({0.3: 50, 0.5: 50, 0.8: 50, math.inf: 50})
+    slow = CumulativeHistogram.from_buckets({0.3: 10, 0.5: 10, 0.8: 50, math.inf: 50})
+    for hist, text in ((quick, "server queue p99 ≤300 ms"), (slow, "server queue p99 500–800 ms")):
+        spike = dataclasses.replace(win(5, ttft_p99=1600, waiting=9), server={"queue": hist})
+        (s,) = find_spikes(_with(steady(9), 5, spike))
+        assert text in s["cause"], s["cause"]

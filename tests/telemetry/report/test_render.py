@@ -133,3 +133,13 @@ def test_a_broken_section_is_noted_not_fatal():
     _check(html)
     assert "could not be drawn from the summary" in html
     assert "TTFT distribution" in _titles(html)
+
+
+def test_first_bucket_server_quantiles_show_as_upper_bounds():
+    s = sweep_summary()
+    s["attribution"]["decomposition"]["queue_ms"] = {
+        "count": 10, "mean": 4.0, "p50": 150.0, "p90": 270.0, "p95": 285.0, "p99": 297.0, "max": None,
+        "bucket": {"p50": [0.0, 300.0], "p90": [0.0, 300.0], "p95": [0.0, 300.0], "p99": [300.0, 500.0]}}
+    html = render(s)
+    row = re.search(r"<tr><td>server queue</td>(.*?)</tr>", html).group(1)
+    assert re.findall(r"<td>([^<]*)</td>", row) == ["10", "4.0", "≤300", "≤300", "≤300", "297", "–"]
