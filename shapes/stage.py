@@ -45,6 +45,8 @@ class StageBoard:
         self.current: Stage = MAIN
         self.history: list[tuple[Stage, float, float]] = []  # (stage, wall start, perf start)
         self._listeners: list[Callable[[Stage], None]] = []
+        self.closed_at: tuple[float, float] | None = None
+        """(wall, perf) when a sweep finished its last stage (the run may take longer to stop); else None."""
 
     def set(self, stage: Stage) -> None:
         if stage == self.current and self.history:
@@ -61,3 +63,9 @@ class StageBoard:
         """Forget the history and go back to ``main`` (a new run starts); listeners are not called."""
         self.current = MAIN
         self.history = []
+        self.closed_at = None
+
+    def close(self) -> None:
+        """The last stage ends now (its span stops here, not when the test has finished stopping)."""
+        if self.closed_at is None:
+            self.closed_at = (time.time(), time.perf_counter())

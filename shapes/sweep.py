@@ -100,6 +100,7 @@ class SweepShape(LoadTestShape):
             if now - p.since < step.duration:
                 return step.users, step.spawn_rate
             p.i, p.phase = p.i + 1, "enter"
+        self.board.close()
         logger.info("%s: last stage done", type(self).__name__)
         return None
 

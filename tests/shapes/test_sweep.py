@@ -57,8 +57,10 @@ def test_concurrency_sweep_dwell_starts_when_users_are_running():
     clock.t += 2
     shape.tick()
     assert board.current.name == "users=4"
+    assert board.closed_at is None
     clock.t += 10
     assert shape.tick() is None
+    assert board.closed_at is not None  # the last stage's span ends here
     names = [s.name for s, _w, _p in board.history]
     assert names == ["warmup users=1", "users=1", "warmup users=4", "users=4"]
 
