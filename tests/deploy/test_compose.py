@@ -76,7 +76,7 @@ def test_locust_master_and_workers_agree():
     assert option(master, "--web-port") == "8089" and option(master, "--web-host") == "0.0.0.0"
     assert option(master, "--prometheus-port") == "9646" and option(master, "--prometheus-host") == "0.0.0.0"
     published = {p["target"] for p in cfg["services"]["locust-master"]["ports"]}
-    assert {8089, 9646} <= published
+    assert {8089, 9646, int(option(master, "--master-bind-port"))} <= published
     # a worker must not fix its name or ports, or `--scale locust-worker=N` fails
     raw = yaml.safe_load(COMPOSE_FILE.read_text())["services"]["locust-worker"]
     assert "container_name" not in raw and "ports" not in raw

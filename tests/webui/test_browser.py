@@ -28,6 +28,23 @@ def _stop(web: str) -> None:
         pass
 
 
+def _report_link(driver) -> str:
+    """The LLM report link the plugin adds to the "Download Data" tab (an absolute URL)."""
+    from selenium.webdriver.common.by import By
+
+    tab = [t for t in driver.find_elements(By.CSS_SELECTOR, "[role=tab]") if t.text.strip().upper() == "DOWNLOAD DATA"]
+    assert tab, "no Download Data tab"
+    tab[0].click()
+    links = wait_for(
+        lambda: [a for a in driver.find_elements(By.TAG_NAME, "a") if a.text.strip().startswith("LLM report")],
+        10,
+        "the LLM report link on the Download Data tab",
+    )
+    href = links[0].get_attribute("href")
+    assert href.endswith("/llm/report"), href
+    return href
+
+
 def _number(text: str) -> float | None:
     text = text.replace(",", "").rstrip("%")
     return float(text) if re.fullmatch(r"-?\d+(\.\d+)?", text) else None
@@ -113,5 +130,8 @@ def test_llm_tab_with_the_simulator(tmp_path):
             assert now["Users"] == "4" and 0 <= _number(now["Server KV usage"]) <= 100, now
             assert 0 <= _number(now["Client KV fill"]) <= 100, now
             driver.save_screenshot(str(SHOTS / "llm-tab-sim.png"))
+            href = _report_link(driver)
+            with urllib.request.urlopen(href, timeout=30) as r:
+                assert r.status == 200 and "<html" in r.read(4096).decode(errors="replace").lower()
             _stop(web)
         assert "Traceback" not in proc.output(), proc.output()[-3000:]
