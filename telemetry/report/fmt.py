@@ -38,7 +38,7 @@ def table(headers: Sequence[str], rows: Iterable[Sequence[str]], *, cls: str = "
     return f"<table{c}><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
-def badge(passed: bool | None, yes: str = "PASS", no: str = "FAIL") -> str:
+def badge(passed: bool | None, yes: str = "PASS", no: str = "FAIL", na: str = "n/a") -> str:
     if passed is None:
-        return '<span class="badge na">n/a</span>'
+        return f'<span class="badge na">{escape(na)}</span>'
     return f'<span class="badge {"ok" if passed else "bad"}">{yes if passed else no}</span>'

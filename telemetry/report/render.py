@@ -47,7 +47,7 @@ svg .ct { font-size:14px; font-weight:600; fill:var(--fg); }
 svg .tk { font-size:11px; fill:var(--mut); }
 svg .al { font-size:12px; fill:var(--fg); }
 svg .lg { font-size:11.5px; fill:var(--fg); }
-svg .mk { font-size:11.5px; font-weight:600; }
+svg .mk { font-size:11.5px; font-weight:600; paint-order:stroke; stroke:#fff; stroke-width:3px; }
 svg .bt { font-size:12px; fill:#fff; font-weight:600; }
 svg .plot { fill:#fbfcfe; stroke:var(--line); }
 svg .grid { stroke:#e8ebf1; stroke-width:1; }
@@ -82,7 +82,7 @@ def render(summary: Mapping, *, title: str = "deepseek-locust report") -> str:
     bodies = {name: _safe(name, fn, summary) for name, fn in SECTIONS.items()}
     nav = "".join(f'<a href="#{n}">{escape(TITLES.get(n, n))}</a>' for n, b in bodies.items() if b)
     generated = time.strftime("%Y-%m-%d %H:%M:%S")
-    sub = (f"{escape(str(summary.get('model', '?')))} at {escape(str(summary.get('host', '?')))} · "
+    sub = (f"{escape(str(summary.get('model') or '?'))} at {escape(str(summary.get('host', '?')))} · "
            f"generated {generated} · summary schema {escape(str(summary.get('schema', '?')))}")
     return (
         "<!DOCTYPE html>\n"

@@ -89,7 +89,7 @@ def overview(s: Mapping) -> str:
     err = ", ".join(f"{k}: {v}" for k, v in sorted(errors.items()) if v) or "none"
     verdict = badge(slo.get("passed")) if slo.get("checks") else badge(None)
     meta = (
-        f'<p class="meta">model <b>{escape(str(s.get("model", "?")))}</b> · host {escape(str(s.get("host", "?")))}'
+        f'<p class="meta">model <b>{escape(str(s.get("model") or "?"))}</b> · host {escape(str(s.get("host", "?")))}'
         f" · {num(s.get('duration_s'))} s · {num(s.get('workers'))} worker(s) · errors: {escape(err)}"
         f" · server metrics: {escape(str(srv.get('metric_names', 'none')))} · SLO {verdict}</p>"
     )
@@ -273,7 +273,7 @@ def _throughput_timeline(s: Mapping) -> str:
     series = [Series("output tokens/s", mid, [w.get("output_per_s") for w in client], PALETTE[0]),
               Series("requests/s", mid, rps, PALETTE[2], right=True, dashed=True)]
     return line_chart(f"Throughput per {num(ts.get('window_s'))} s window", series, x_label="seconds since start",
-                      y_label="output tokens/s", y2_label="requests/s", markers=_stage_markers(s))
+                      y_label="output tokens/s", y2_label="requests/s", markers=_stage_markers(s), x_from_zero=True)
 
 
 def server_timeline(s: Mapping) -> str:
@@ -291,7 +291,7 @@ def server_timeline(s: Mapping) -> str:
             series.append(Series("running", t, cols["running"], PALETTE[2], right=True))
         svg = line_chart(
             "Server KV-cache usage and queue", series, x_label="seconds since start", y_label="KV usage (0–1)",
-            y2_label="requests", markers=_stage_markers(s), bands=_spike_bands(s),
+            y2_label="requests", markers=_stage_markers(s), bands=_spike_bands(s), x_from_zero=True,
         )
         figs.append(_figure(svg, "Shaded: latency-spike windows (see Attribution)."))
     else:
@@ -370,7 +370,7 @@ def _windows_chart(att: Mapping) -> str:
     bands += [Band(sp["start_s"], sp["end_s"], PALETTE[1], sp.get("cause", "")) for sp in att.get("spikes") or []]
     return line_chart(
         f"Client latency per {num(att.get('window_s'))} s window", series, x_label="seconds since start",
-        y_label="TTFT ms", y2_label="ITL ms", bands=bands,
+        y_label="TTFT ms", y2_label="ITL ms", bands=bands, x_from_zero=True,
     )
 
 
@@ -386,7 +386,9 @@ def attribution(s: Mapping) -> str:
     bf = att.get("batching_failure") or {}
     base = bf.get("baseline") or {}
     flagged = bf.get("flagged_windows") or []
-    verdict = badge(not bf.get("verdict") if "verdict" in bf else None, yes="batching OK", no="batching FAILED")
+    judged = "verdict" in bf and (base or bf.get("verdict"))
+    verdict = badge(not bf.get("verdict") if judged else None, yes="batching OK", no="batching FAILED",
+                    na="not judged")
     base_text = (f"baseline (windows {base.get('windows')}): TTFT p99 {ms(base.get('p99_ms'))} ms, "
                  f"batch {num(base.get('batch_size_median'))}" if base else "no baseline (too few windows with data)")
     flagged_text = escape(str(flagged) if flagged else "none")

@@ -184,9 +184,11 @@ def line_chart(
     markers: Sequence[Marker] = (),
     bands: Sequence[Band] = (),
     x_names: Mapping[float, str] | None = None,
+    x_from_zero: bool = False,
     desc: str = "",
 ) -> str:
-    """Lines over a shared x axis, optionally some against a right-hand axis; None when nothing to draw."""
+    """Lines over a shared x axis, optionally some against a right-hand axis; "" when nothing to draw.
+    ``x_from_zero``: the x axis starts at 0 (time since the run started)."""
     xs = _finite(x for s in series for x in s.xs) + [m.x for m in markers] + [v for b in bands for v in (b.x0, b.x1)]
     left = [s for s in series if not s.right]
     right = [s for s in series if s.right]
@@ -197,7 +199,8 @@ def line_chart(
         pad = 0.5 if hi > lo else 1.0
         x = _Scale(lo - pad, hi + pad, PAD_L, W - PAD_R)
     else:
-        ticks = nice_ticks(min(0.0, lo) if lo >= 0 and lo < (hi - lo) * 0.25 else lo, hi)
+        near_zero = lo >= 0 and (x_from_zero or lo < (hi - lo) * 0.25)
+        ticks = nice_ticks(0.0 if near_zero else lo, hi)
         x = _Scale(ticks[0], ticks[-1], PAD_L, W - PAD_R, ticks)
     y = _y_scale(left, zero=True)
     y2 = _y_scale(right, zero=True)
@@ -301,6 +304,13 @@ def _log_ticks(lo: float, hi: float) -> list[float]:
                 ticks.append(v)
     if len(ticks) > 8:
         ticks = [t for t in ticks if math.log10(t).is_integer()] or ticks
+    if len(ticks) < 3:  # less than a decade wide: every 1..9 multiple
+        fine = [m * 10.0**e for e in range(math.floor(math.log10(lo)), math.ceil(math.log10(hi)) + 1)
+                for m in range(1, 10) if lo <= m * 10.0**e <= hi]
+        ticks = fine if len(fine) <= 9 else fine[::2]
+    if len(ticks) < 2:  # a narrow range: label its ends
+        ticks = sorted({*ticks, float(f"{lo:.2g}"), float(f"{hi:.2g}")})
+        ticks = [t for t in ticks if lo <= t <= hi] or [lo, hi]
     return ticks
 
 

@@ -143,3 +143,14 @@ def test_first_bucket_server_quantiles_show_as_upper_bounds():
     html = render(s)
     row = re.search(r"<tr><td>server queue</td>(.*?)</tr>", html).group(1)
     assert re.findall(r"<td>([^<]*)</td>", row) == ["10", "4.0", "≤300", "≤300", "≤300", "297", "–"]
+
+
+def test_batching_badge_follows_the_verdict():
+    s = sweep_summary()
+    assert '<span class="badge ok">batching OK</span>' in render(s)
+    s["attribution"]["batching_failure"] = {"verdict": True, "flagged_windows": [4, 5, 6],
+                                            "baseline": {"windows": [0, 1, 2], "p99_ms": 120.0, "batch_size_median": 16}}
+    html = render(s)
+    assert '<span class="badge bad">batching FAILED</span>' in html and "flagged windows: [4, 5, 6]" in html
+    s["attribution"]["batching_failure"] = {"verdict": False, "flagged_windows": [], "baseline": None}
+    assert '<span class="badge na">not judged</span>' in render(s)
