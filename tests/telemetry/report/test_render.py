@@ -148,8 +148,8 @@ def test_first_bucket_server_quantiles_show_as_upper_bounds():
 def test_batching_badge_follows_the_verdict():
     s = sweep_summary()
     assert '<span class="badge ok">batching OK</span>' in render(s)
-    s["attribution"]["batching_failure"] = {"verdict": True, "flagged_windows": [4, 5, 6],
-                                            "baseline": {"windows": [0, 1, 2], "p99_ms": 120.0, "batch_size_median": 16}}
+    base = {"windows": [0, 1, 2], "p99_ms": 120.0, "batch_size_median": 16}
+    s["attribution"]["batching_failure"] = {"verdict": True, "flagged_windows": [4, 5, 6], "baseline": base}
     html = render(s)
     assert '<span class="badge bad">batching FAILED</span>' in html and "flagged windows: [4, 5, 6]" in html
     s["attribution"]["batching_failure"] = {"verdict": False, "flagged_windows": [], "baseline": None}
