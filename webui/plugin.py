@@ -22,12 +22,14 @@ import logging
 from typing import Any
 
 from flask import Blueprint, Response, jsonify, request
+from locust.runners import STATE_RUNNING, STATE_SPAWNING
 
 from webui.table import COLUMNS, STRUCTURE, TAB_KEY, llm_rows
 
 log = logging.getLogger(__name__)
 
 STATS_ENDPOINT = "locust.request_stats"
+ACTIVE = (STATE_SPAWNING, STATE_RUNNING)
 REPORT_HREF = "./llm/report"
 
 
@@ -52,12 +54,16 @@ class LLMTab:
 
     def rows(self) -> list[dict[str, str]]:
         live = self.live()
-        planned = self._planned_users()
-        if planned and live.get("stages"):
-            stages = [{**st, "users": st.get("users", planned.get(st.get("stage")))} for st in live["stages"]]
-            live = {**live, "stages": stages}
         runner = self.environment.runner
-        return llm_rows(live, users=None if runner is None else runner.user_count)
+        running = None if runner is None else runner.user_count
+        if live.get("stages"):
+            planned = self._planned_users()
+            stages = [{**st, "users": st.get("users", planned.get(st.get("stage")))} for st in live["stages"]]
+            last = stages[-1]
+            if last["users"] is None and running and getattr(runner, "state", None) in ACTIVE:
+                last["users"] = running  # the running stage has no planned count (no shape): Locust's users now
+            live = {**live, "stages": stages}
+        return llm_rows(live, users=running)
 
     def _planned_users(self) -> dict[str, int]:
         """Stage name -> the user count its shape planned (from the stage board's history)."""

@@ -102,6 +102,16 @@ def test_stage_rows_show_the_users_the_shape_planned(env):
     assert [(r["stage"], r["users"]) for r in rows[:2]] == [("users=4", "4"), ("users=8", "8")]
 
 
+def test_a_running_stage_without_a_plan_shows_the_current_users(env, monkeypatch):
+    env.llm_telemetry = FakeHub({"stages": [stage("main", 7, 90.0, 300.0)]})
+    install(env)
+    client = env.web_ui.app.test_client()
+    assert client.get("/llm/live").get_json()["rows"][0]["users"] == "—"  # stopped: no count claimed
+    monkeypatch.setattr(type(env.runner), "user_count", property(lambda self: 3))
+    env.runner.state = "running"
+    assert client.get("/llm/live").get_json()["rows"][0]["users"] == "3"
+
+
 def test_hub_errors_leave_the_stats_page_working(env, caplog):
     env.llm_telemetry = FakeHub(error=RuntimeError("boom"))
     install(env)
