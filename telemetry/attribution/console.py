@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 MAX_SPIKES = 5
+MAX_STAGES = 8
 
 
 def console_lines(att: Mapping) -> list[str]:
@@ -31,6 +32,11 @@ def console_lines(att: Mapping) -> list[str]:
     d = att.get("decomposition") or {}
     if d.get("statement"):
         lines.append(f"  first token: {d['statement']}")
+    stages = [st for st in d.get("stages") or [] if isinstance(st, Mapping) and st.get("statement")]
+    if len(stages) > 1:
+        lines.extend(f"    {st['name']}: {st['statement']}" for st in stages[:MAX_STAGES])
+        if len(stages) > MAX_STAGES:
+            lines.append(f"    ... {len(stages) - MAX_STAGES} more stages in the summary JSON")
     spikes = att.get("spikes") or []
     if spikes:
         lines.append(f"  {len(spikes)} latency spike(s) over {att.get('spike_factor', 2):g}× the median window p99:")

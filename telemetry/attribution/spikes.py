@@ -161,6 +161,7 @@ def find_spikes(
                     "start_s": w.start_s,
                     "end_s": w.end_s,
                     "window": w.index,
+                    "requests": w.requests,
                     "metric": metric,
                     "value_ms": v,
                     "run_median_ms": typical,

@@ -74,3 +74,13 @@ def test_without_server_metrics():
     assert att["batching_failure"]["baseline"] is None and att["batching_failure"]["verdict"] is False
     assert att["decomposition"]["ttft_server_ms"] is None
     assert "not judged" in console_lines(att)[0]
+
+
+def test_console_lists_stages_when_there_are_several():
+    att = build(hub_from([Spec()] * 3), AttributionConfig())
+    d = att["decomposition"]
+    d["stages"] = [dict(d["stages"][0], name=f"users={u}") for u in (1, 2)]
+    lines = console_lines(att)
+    assert [ln.split(":")[0].strip() for ln in lines if ln.startswith("    users=")] == ["users=1", "users=2"]
+    single = build(hub_from([Spec()] * 3), AttributionConfig())
+    assert not any(ln.startswith("    main:") for ln in console_lines(single))
