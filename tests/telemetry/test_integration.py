@@ -1,0 +1,201 @@
+"""Telemetry end to end with real processes: master + 2 workers, a SIGKILLed worker, the SLO gate's exit code,
+and a real Prometheus scraping the master's exporter while the simulator is scraped for KV usage.
+
+Servers: ``server.scripted`` (known timing: first token after TTFT, then one token per ITL; ``/stats``
+counts what it served) and ``server.sim`` (vLLM-like, V1 metric names). Every run is bounded in time.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import time
+import urllib.parse
+import urllib.request
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from telemetry.buckets import BOUNDS
+from tests.support import LOCUST, PY, Proc, free_port, wait_http
+
+pytestmark = pytest.mark.slow
+
+LOCUSTFILE = "tests/users/results_locustfile.py"  # the project's locustfile + one JSON line per result
+TTFT_MS, ITL_MS, TOKENS = 60, 5, 24
+LOAD = ["--input-len", "fixed:64", "--output-len", f"fixed:{TOKENS}", "--only-summary"]
+
+
+def _get_json(url: str) -> dict:
+    with urllib.request.urlopen(url, timeout=5) as r:
+        return json.loads(r.read())
+
+
+def _scripted(ttft_ms: int = TTFT_MS) -> tuple[Proc, str]:
+    port = free_port()
+    proc = Proc([PY, "-m", "server.scripted", "--port", str(port), "--ttft-ms", str(ttft_ms), "--itl-ms", str(ITL_MS),
+                 "--output-tokens", str(TOKENS)], name="scripted")  # fmt: skip
+    host = f"http://127.0.0.1:{port}"
+    wait_http(f"{host}/health", proc=proc)
+    return proc, host
+
+
+def _rows(paths: list[Path]) -> list[dict]:
+    return [json.loads(line) for p in paths if p.exists() for line in p.read_text().splitlines()]
+
+
+def _distributed(host: str, tmp: Path, seconds: int, extra: list[str], kill_after: float | None = None):
+    """Master + 2 workers (real processes); returns (master output, rc, summary, rows, worker procs)."""
+    mport = free_port()
+    summary_path = tmp / "summary.json"
+    master = Proc([LOCUST, "-f", LOCUSTFILE, "--headless", "--master", "--master-bind-host", "127.0.0.1",
+                   "--master-bind-port", str(mport), "--expect-workers", "2", "-u", "6", "-r", "6", "-t", f"{seconds}s",
+                   "--host", host, "--llm-summary-json", str(summary_path), *LOAD, *extra, "StreamingChatUser"],
+                  name="master", env={"LLM_TEST_RESULTS": str(tmp / "master.jsonl")})  # fmt: skip
+    files = [tmp / f"w{i}.jsonl" for i in range(2)]
+    workers = [Proc([LOCUST, "-f", LOCUSTFILE, "--worker", "--master-host", "127.0.0.1", "--master-port", str(mport)],
+                    name=f"worker{i}", env={"LLM_TEST_RESULTS": str(files[i])}) for i in range(2)]  # fmt: skip
+    try:
+        if kill_after is not None:
+            deadline = time.monotonic() + 60
+            while not files[0].exists() and time.monotonic() < deadline:  # the run has started
+                time.sleep(0.2)
+            time.sleep(kill_after)
+            workers[0].signal(signal.SIGKILL)
+        rc = master.wait(seconds + 90)
+        out = master.output()
+        for w in workers[1:] if kill_after is not None else workers:
+            w.wait(30)
+    finally:
+        master.stop()
+        for w in workers:
+            w.stop()
+    assert summary_path.exists(), out[-4000:]
+    return out, rc, json.loads(summary_path.read_text()), _rows(files), workers
+
+
+def test_master_and_two_workers_totals_match_the_server_and_ttft_is_the_servers(tmp_path):
+    server, host = _scripted()
+    with server:
+        out, rc, s, rows, _ = _distributed(
+            host, tmp_path, 10, ["--server-metrics-url", "off", "--prometheus-port", "0"]
+        )
+        served = _get_json(f"{host}/stats")
+    assert rc == 0, out[-3000:]
+    assert s["workers"] == 2 and s["requests"]["failed"] == 0
+    # every request the server completed, and every token it sent, is in the merged summary
+    assert s["requests"]["ok"] == served["completed"] == len(rows) > 20
+    assert s["tokens"]["output"] == served["output_tokens"] == sum(r["output_tokens"] for r in rows)
+    # the merged p50 is the p50 of every worker's results together (sketch error 0.5 %)
+    exact_p50 = float(np.quantile([r["ttft"] for r in rows], 0.5, method="lower")) * 1000
+    assert abs(s["ttft_ms"]["p50"] - exact_p50) <= 1.0, (s["ttft_ms"], exact_p50)
+    # ... and the server's scripted TTFT; on a busy 2-core box the client adds a few ms of scheduling
+    assert TTFT_MS - 0.5 <= s["ttft_ms"]["p50"] <= TTFT_MS + 5.0, s["ttft_ms"]
+    assert s["itl_ms"]["p50"] == pytest.approx(ITL_MS, abs=1.0)
+    assert "LLM summary" in out and "2 worker(s)" in out
+
+
+def test_worker_killed_mid_run_leaves_a_summary_and_a_warning(tmp_path):
+    server, host = _scripted()
+    with server:
+        out, _rc, s, rows, workers = _distributed(
+            host, tmp_path, 12, ["--server-metrics-url", "off", "--prometheus-port", "0"], kill_after=4.0
+        )
+    assert workers[0].popen.returncode == -signal.SIGKILL
+    assert "stopped sending heartbeats" in out and "WARNING: worker" in out, out[-3000:]
+    assert len(s["workers_lost"]) == 1 and s["workers"] == 2
+    survivor = [r for r in _rows([tmp_path / "w1.jsonl"])]
+    # the summary holds the survivor's results and what the dead worker reported before it died
+    assert len(survivor) < s["requests"]["total"] <= len(rows)
+    assert "LLM summary" in out
+
+
+@pytest.mark.parametrize("threshold,code", [(30.0, 3), (2000.0, 0)])
+def test_slo_gate_exit_code(tmp_path, threshold, code):
+    server, host = _scripted()
+    with server:
+        p = Proc([LOCUST, "-f", LOCUSTFILE, "--headless", "-u", "2", "-r", "2", "-t", "8s", "--host", host,
+                  "--server-metrics-url", "off", "--prometheus-port", "0", "--slo-ttft-p99-ms", str(threshold), *LOAD,
+                  "StreamingChatUser"], name="locust", env={"LLM_TEST_RESULTS": str(tmp_path / "r.jsonl")})  # fmt: skip
+        with p:
+            rc = p.wait(90)
+            out = p.output()
+    assert rc == code, out[-3000:]
+    failed = [line for line in out.splitlines() if "CHECK FAILED: ttft_p99_ms" in line]
+    assert (len(failed) == 1) == (code == 3)
+    if failed:
+        assert "> 30 (threshold 30)" in failed[0]
+
+
+PROM_CONFIG = """\
+global:
+  scrape_interval: 1s
+  evaluation_interval: 1s
+scrape_configs:
+  - job_name: locust
+    static_configs:
+      - targets: ["127.0.0.1:{port}"]
+"""
+
+
+def _promql(base: str, query: str) -> list:
+    url = f"{base}/api/v1/query?" + urllib.parse.urlencode({"query": query})
+    data = _get_json(url)
+    assert data["status"] == "success", data
+    return data["data"]["result"]
+
+
+def test_real_prometheus_scrapes_the_master_exporter(tmp_path):
+    """Load on the scripted server (TTFT 70 ms, inside vLLM's 60-80 ms bucket, so Prometheus' in-bucket
+    interpolation has one right answer); the server signals come from the simulator's /metrics."""
+    sim_port, prom_port, exp_port, mport = (free_port() for _ in range(4))
+    sim_url = f"http://127.0.0.1:{sim_port}"
+    scripted, host = _scripted(ttft_ms=70)
+    (tmp_path / "prometheus.yml").write_text(PROM_CONFIG.format(port=exp_port))
+    summary_path = tmp_path / "summary.json"
+    with (
+        scripted,
+        Proc([PY, "-m", "server.sim", "--host", "127.0.0.1", "--port", str(sim_port), "--profile", "cpu-tiny"],
+             name="sim") as sim,
+        Proc(["prometheus", f"--config.file={tmp_path / 'prometheus.yml'}",
+              f"--web.listen-address=127.0.0.1:{prom_port}", f"--storage.tsdb.path={tmp_path / 'tsdb'}"],
+             name="prometheus") as prom,
+    ):  # fmt: skip
+        wait_http(f"{sim_url}/health", proc=sim)
+        prom_base = f"http://127.0.0.1:{prom_port}"
+        wait_http(f"{prom_base}/-/ready", proc=prom)
+        master = Proc([LOCUST, "-f", LOCUSTFILE, "--headless", "--master", "--master-bind-host", "127.0.0.1",
+                       "--master-bind-port", str(mport), "--expect-workers", "1", "-u", "4", "-r", "4", "-t", "40s",
+                       "--host", host, "--prometheus-port", str(exp_port), "--server-metrics-interval", "1",
+                       "--server-metrics-url", f"{sim_url}/metrics",
+                       "--llm-summary-json", str(summary_path), *LOAD, "StreamingChatUser"], name="master",
+                      env={"LLM_TEST_RESULTS": str(tmp_path / "m.jsonl")})  # fmt: skip
+        worker = Proc([LOCUST, "-f", LOCUSTFILE, "--worker", "--master-host", "127.0.0.1", "--master-port", str(mport)],
+                      name="worker", env={"LLM_TEST_RESULTS": str(tmp_path / "w.jsonl")})  # fmt: skip
+        with master, worker:
+            q50 = "histogram_quantile(0.5, sum by (le) (rate(llm_time_to_first_token_seconds_bucket[15s])))"
+            prom_p50, kv = None, None
+            deadline = time.monotonic() + 45
+            time.sleep(20)  # 15 s of rate window with traffic
+            while time.monotonic() < deadline and (prom_p50 is None or kv is None):
+                r = _promql(prom_base, q50)
+                if r and r[0]["value"][1] not in ("NaN", "+Inf"):
+                    prom_p50 = float(r[0]["value"][1])
+                kr = _promql(prom_base, "llm_server_kv_cache_usage_ratio")
+                if kr:
+                    kv = float(kr[0]["value"][1])
+                time.sleep(1)
+            master.wait(120)
+            out = master.output()
+    assert prom_p50 is not None and kv is not None, out[-3000:]
+    assert 0.0 <= kv <= 1.0
+    s = json.loads(summary_path.read_text())
+    assert s["server"]["metric_names"] == "vllm-v1" and s["server"]["scrapes"] > 10
+    # Prometheus interpolates inside vLLM's buckets: its median must sit in the bucket of the merged p50
+    p50 = s["ttft_ms"]["p50"] / 1000
+    assert 0.070 <= p50 < 0.080, s["ttft_ms"]
+    bounds = (0.0, *BOUNDS["ttft"])
+    i = next(j for j in range(1, len(bounds)) if p50 <= bounds[j])
+    lo, hi = bounds[i - 1], bounds[i]
+    assert lo <= prom_p50 <= hi, (prom_p50, p50, (lo, hi))
