@@ -32,7 +32,7 @@ main { padding:8px 28px 40px; max-width:1500px; }
 section { background:var(--card); border:1px solid var(--line); border-radius:8px; padding:14px 18px; margin:16px 0; }
 h2 { margin:0 0 10px; font-size:17px; }
 h3 { margin:16px 0 6px; font-size:14px; color:var(--mut); }
-.cards { display:grid; grid-template-columns:repeat(auto-fill,minmax(190px,1fr)); gap:10px; }
+.cards { display:grid; grid-template-columns:repeat(auto-fill,minmax(160px,1fr)); gap:10px; }
 .card { border:1px solid var(--line); border-radius:6px; padding:10px 12px; }
 .card .k { color:var(--mut); font-size:12px; text-transform:uppercase; letter-spacing:.04em; }
 .card .v { font-size:22px; font-weight:600; margin:2px 0; }

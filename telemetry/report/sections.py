@@ -9,6 +9,7 @@ rather than drawing an empty axis.
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from html import escape
 
@@ -80,6 +81,13 @@ def overview(s: Mapping) -> str:
         ("server KV max", ratio((srv.get("kv_cache_usage") or {}).get("max")),
          f"{num(srv.get('preemptions'))} preemptions, {num(srv.get('requests_waiting_max'))} waiting max"),
     ]
+    att = s.get("attribution")
+    if isinstance(att, Mapping) and "spikes" in att:
+        spikes = att.get("spikes") or []
+        cats = Counter(sp.get("category", "unknown") for sp in spikes)
+        sub = ", ".join(f"{n} {c.replace('_', ' ')}" for c, n in cats.most_common(3)) or "no window over the threshold"
+        failed = (att.get("batching_failure") or {}).get("verdict")
+        cards.append(("latency spikes", str(len(spikes)), sub + ("; batching FAILED" if failed else "")))
     html = "".join(
         f'<div class="card"><div class="k">{escape(k)}</div><div class="v">{escape(v)}</div>'
         f'<div class="s">{escape(sub)}</div></div>'

@@ -66,6 +66,7 @@ def test_sweep_report_has_every_plot():
     assert "ttft_p99_ms" in html and '<span class="badge bad">FAIL</span>' in html
     assert "TTFT p99 3.1× at t=160–170s with 41 waiting, KV 0.99, 12 preemptions" in html
     assert "client TTFT mean 860 ms = server queue 580" in html
+    assert '<div class="k">latency spikes</div><div class="v">1</div><div class="s">1 preemption</div>' in html
 
 
 def test_plots_hold_the_data():
