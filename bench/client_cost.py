@@ -53,9 +53,12 @@ def _run_child(argv: list[str], host: str) -> tuple[float, int]:
     return usage.ru_utime + usage.ru_stime, _stats(host).get("tokens_sent", 0) - before
 
 
+LOCUSTFILE = ["locustfile.py"]
+
+
 def users_argv(host: str, streams: int, seconds: float, max_tokens: int) -> list[str]:
     return [
-        LOCUST, "-f", "locustfile.py", "--headless", "--host", host, "-u", str(streams), "-r", str(streams),
+        LOCUST, "-f", LOCUSTFILE[0], "--headless", "--host", host, "-u", str(streams), "-r", str(streams),
         "-t", f"{int(seconds)}s", "--only-summary", "--input-len", "32", "--output-len", str(max_tokens),
         "--loglevel", "WARNING", "StreamingChatUser",
     ]  # fmt: skip
@@ -90,7 +93,10 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--itl-ms", type=float, default=20.0)
     p.add_argument("--max-tokens", type=int, default=200)
     p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument("--users-only", action="store_true", help="users without the other packages' listeners")
     args = p.parse_args(argv)
+    if args.users_only:
+        LOCUSTFILE[0] = "bench/users_only_locustfile.py"
     port = _free_port()
     server = subprocess.Popen(
         [PY, "-m", "server.scripted", "--port", str(port), "--ttft-ms", "50", "--itl-ms", str(args.itl_ms),
@@ -98,7 +104,12 @@ def main(argv: list[str] | None = None) -> None:
         cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip
     host = f"http://127.0.0.1:{port}"
-    out: dict = {"itl_ms": args.itl_ms, "max_tokens": args.max_tokens, "runs_s": [args.short, args.long]}
+    out: dict = {
+        "locustfile": LOCUSTFILE[0],
+        "itl_ms": args.itl_ms,
+        "max_tokens": args.max_tokens,
+        "runs_s": [args.short, args.long],
+    }
     try:
         for _ in range(100):
             try:
