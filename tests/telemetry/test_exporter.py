@@ -97,3 +97,38 @@ def test_http_server_busy_port_and_double_stop(hub, caplog):
     ex.stop()
     ex.stop()
     busy.stop()
+
+
+def test_web_ui_serves_the_same_text_at_llm_metrics(monkeypatch):
+    import sys
+
+    from locust import User
+    from locust.env import Environment
+
+    from telemetry.plugin import install
+    from tests.support import free_port
+    from tests.telemetry.helpers import options
+
+    class Nobody(User):
+        abstract = True
+
+    env = Environment(user_classes=[Nobody], host="http://127.0.0.1:9")
+    env.create_local_runner()
+    port = free_port()
+    monkeypatch.setattr(sys, "argv", ["locust"])  # the web UI parses the command line for its form
+    web_ui = env.create_web_ui("127.0.0.1", port)
+    env.parsed_options = options()
+    hub = install(env)
+    hub.plugin.on_test_start()
+    fire(env, make_result(ttft=0.2))
+    hub.plugin.pump_local()
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/llm/metrics", timeout=5) as r:
+            body = r.read().decode()
+            ctype = r.headers["Content-Type"]
+    finally:
+        web_ui.stop()
+        hub.plugin.close()
+    assert ctype.startswith("text/plain")
+    assert 'llm_time_to_first_token_seconds_count{stage="main",user_class="SynthUser"} 1.0' in body
+    assert 'llm_latency_quantile_seconds{metric="ttft",quantile="0.5"}' in body

@@ -160,3 +160,34 @@ def test_worker_reports_over_msgpack_merge_like_one_process():
     one = single.merged_sketch(list(single.cells.values()), "ttft")
     assert s["ttft_ms"]["p50"] == pytest.approx(one.quantile(0.5) * 1000, rel=1e-12)
     hub.plugin.close()
+
+
+def test_server_series_feed_the_server_section_and_stage_rows(run):
+    env, hub = run
+    hub.plugin.pump_local()
+    spans = [(st["start_s"], st["end_s"]) for st in hub.summary()["stages"]]
+    four_start, four_end = spans[2]
+    mid = (four_start + four_end) / 2
+
+    class FakeScraper:
+        metric_names = "vllm-v1"
+        successes, failures = 3, 1
+        series = [
+            {"t": four_start - 1e-3, "kv_cache_usage": 0.2, "requests_waiting": 0, "preemptions_total": 5.0,
+             "request_success_total": 10.0, "generation_tokens_total": 100.0, "prompt_tokens_total": 1000.0},
+            {"t": mid, "kv_cache_usage": 0.9, "requests_waiting": 7, "preemptions_total": 8.0,
+             "request_success_total": 30.0, "generation_tokens_total": 700.0, "prompt_tokens_total": 3000.0},
+        ]  # fmt: skip
+        latest = series[-1]
+
+    hub.scraper = FakeScraper()
+    hub.t_end_wall = hub.t0_wall + four_end
+    s = hub.summary()
+    srv = s["server"]
+    assert srv["kv_cache_usage"] == {"mean": pytest.approx(0.55), "max": 0.9}
+    assert srv["requests_waiting_max"] == 7 and srv["preemptions"] == 3 and srv["metric_names"] == "vllm-v1"
+    assert srv["requests_succeeded"] == 20 and srv["generation_tokens"] == 600 and srv["scrape_failures"] == 1
+    four = s["stages"][2]
+    assert four["server_kv_usage_mean"] == pytest.approx(0.9) and four["preemptions"] == 3
+    assert s["timeseries"]["server"] == FakeScraper.series
+    hub.scraper = None
