@@ -46,17 +46,17 @@ class AttributionConfig:
 
 
 def window_rows(windows: list[Window], flagged: set[int]) -> list[dict]:
-    """The per-window table of the section (what the report plots)."""
+    """The per-window table of the section (what the report plots). ``server_ms``: the window's share of each
+    server histogram (queue, prefill, decode, ttft, itl, e2e) as a Q object with its ``bucket`` edges."""
     rows = []
     for w in windows:
         c = w.client
         rows.append({
             "index": w.index, "start_s": w.start_s, "end_s": w.end_s, "requests": w.requests,
-            "ttft_p50_ms": c.ttft_p50_ms, "ttft_p99_ms": c.ttft_p99_ms, "itl_p50_ms": c.itl_p50_ms,
-            "itl_p99_ms": c.itl_p99_ms, "running_median": w.running_median, "waiting_max": w.waiting_max,
-            "kv_usage_max": w.kv_usage_max, "preemptions": w.preemptions,
-            "server_ttft_p99_ms": w.server_quantile_ms("ttft", 0.99),
-            "server_queue_p99_ms": w.server_quantile_ms("queue", 0.99),
+            "request_rate": w.request_rate, "ttft_p50_ms": c.ttft_p50_ms, "ttft_p99_ms": c.ttft_p99_ms,
+            "itl_p50_ms": c.itl_p50_ms, "itl_p99_ms": c.itl_p99_ms, "running_median": w.running_median,
+            "waiting_max": w.waiting_max, "kv_usage_max": w.kv_usage_max, "preemptions": w.preemptions,
+            "server_ms": {name: h.to_q() for name, h in w.server.items() if h.count > 0},
             "batching_flagged": w.index in flagged,
         })  # fmt: skip
     return rows

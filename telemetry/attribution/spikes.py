@@ -81,17 +81,18 @@ def cause_category(w: Window, ctx: RunContext) -> str:
 
 
 def server_signals(w: Window) -> dict:
-    """The server figures of a window, as they go into the summary (None = not scraped)."""
-    return {
+    """The server figures of a window, as they go into the summary (None = not scraped); ``*_ms`` are the
+    window's share of the server histograms as Q objects (with the ``bucket`` each quantile lies in)."""
+    out = {
         "running_median": w.running_median,
         "waiting_max": w.waiting_max,
         "kv_usage_max": w.kv_usage_max,
         "preemptions": w.preemptions,
-        "queue_p99_ms": w.server_quantile_ms("queue", 0.99),
-        "prefill_p99_ms": w.server_quantile_ms("prefill", 0.99),
-        "ttft_p99_ms": w.server_quantile_ms("ttft", 0.99),
-        "itl_p99_ms": w.server_quantile_ms("itl", 0.99),
     }
+    for name in ("queue", "prefill", "ttft", "itl"):
+        h = w.server.get(name)
+        out[f"{name}_ms"] = h.to_q() if h is not None and h.count > 0 else None
+    return out
 
 
 def _span(w: Window, wall_start: float | None) -> str:

@@ -20,7 +20,10 @@ def test_batching_collapse_gives_the_verdict_from_hub_data():
     assert bf["baseline"]["batch_size_median"] == 16
     assert bf["baseline"]["p99_ms"] == pytest.approx(200, rel=0.02)
     assert [w["batching_flagged"] for w in att["windows"]] == [False] * 4 + [True] * 3
-    assert att["windows"][5]["running_median"] == 1 and att["windows"][5]["waiting_max"] == 15
+    w5 = att["windows"][5]
+    assert w5["running_median"] == 1 and w5["waiting_max"] == 15 and w5["request_rate"] == pytest.approx(0.3)
+    assert w5["server_ms"]["ttft"]["count"] == 3 and w5["server_ms"]["ttft"]["bucket"]["p99"] == [1000.0, 2500.0]
+    assert w5["server_ms"]["queue"]["mean"] == pytest.approx(20.0)
 
 
 def test_steady_hub_run_is_negative_and_has_no_spikes():

@@ -5,8 +5,6 @@ from __future__ import annotations
 import argparse
 import re
 
-import gevent
-
 from telemetry.attribution.plugin import install as install_attribution
 from telemetry.report.plugin import ROUTE, install
 from tests.telemetry.attribution.hubdata import Spec, hub_from
@@ -58,17 +56,13 @@ def test_no_option_no_file_and_a_bad_path_is_logged(tmp_path, caplog):
 
 def test_web_ui_serves_the_report(tmp_path):
     hub, env = _hub(tmp_path, None)
-    web_ui = env.create_web_ui("127.0.0.1", 0)
-    try:
-        install_attribution(env)
-        install(env)
-        client = web_ui.app.test_client()
-        live = client.get(ROUTE)
-        assert live.status_code == 200 and live.mimetype == "text/html"
-        assert b"Client latency per 10 s window" in live.data
-        hub.final_summary = {**hub.summary(), "model": "final-model-name"}
-        final = client.get(ROUTE)
-        assert b"final-model-name" in final.data
-    finally:
-        gevent.sleep(0)  # let the server greenlet start so that stop() has a server to stop
-        web_ui.stop()
+    web_ui = env.create_web_ui("127.0.0.1", 0, delayed_start=True)  # Flask's test client, no server
+    install_attribution(env)
+    install(env)
+    client = web_ui.app.test_client()
+    live = client.get(ROUTE)
+    assert live.status_code == 200 and live.mimetype == "text/html"
+    assert b"Client latency per 10 s window" in live.data
+    hub.final_summary = {**hub.summary(), "model": "final-model-name"}
+    final = client.get(ROUTE)
+    assert b"final-model-name" in final.data
