@@ -114,7 +114,10 @@ def test_llm_tab_with_the_simulator(tmp_path):
                 ok = r and (_number(r["Requests"]) or 0) > 0 and _number(r["TTFT p50 (ms)"]) is not None
                 return ok and r
 
-            first = wait_for(has_figures, 90, "real figures in the LLM tab")
+            try:
+                first = wait_for(has_figures, 90, "real figures in the LLM tab")
+            except AssertionError as e:
+                raise AssertionError(f"{e}\n--- locust log ---\n{proc.output()[-3000:]}") from None
             ttft50, ttft99 = _number(first["TTFT p50 (ms)"]), _number(first["TTFT p99 (ms)"])
             itl50, itl99 = _number(first["ITL p50 (ms)"]), _number(first["ITL p99 (ms)"])
             assert 0 < ttft50 <= ttft99 and 0 < itl50 <= itl99, first
