@@ -32,7 +32,8 @@ def console_lines(att: Mapping) -> list[str]:
     d = att.get("decomposition") or {}
     if d.get("statement"):
         lines.append(f"  first token: {d['statement']}")
-    stages = [st for st in d.get("stages") or [] if isinstance(st, Mapping) and st.get("statement")]
+    stages = [st for st in d.get("stages") or []
+              if isinstance(st, Mapping) and st.get("statement") and not st.get("warmup")]
     if len(stages) > 1:
         lines.extend(f"    {st['name']}: {st['statement']}" for st in stages[:MAX_STAGES])
         if len(stages) > MAX_STAGES:

@@ -41,7 +41,7 @@ def _sub(a: float | None, *bs: float | None) -> float | None:
 
 
 def _fmt(v: float | None) -> str:
-    return "?" if v is None else f"{v:.0f}"
+    return "?" if v is None else str(round(v))  # round(): no "-0" for a tiny negative remainder
 
 
 def decompose(

@@ -84,7 +84,8 @@ def decomposition(hub, samples) -> dict:
         st_cells = hub.merged.select(stage=st.name)
         d = decompose(_client_q(hub, st_cells, "ttft"), _client_q(hub, st_cells, "itl"),
                       server_deltas(samples, start, math.inf if last else end))
-        stages.append({"name": st.name, "start_s": start, "end_s": end, **d})
+        stages.append({"name": st.name, "warmup": bool(getattr(st, "warmup", False)), "start_s": start, "end_s": end,
+                       **d})
     whole["stages"] = stages
     return whole
 

@@ -349,7 +349,7 @@ def _decomposition(d: Mapping) -> str:
     html = (_note(statement) if statement else "") + table(["", *Q_KEYS], rows, cls="num") + _note(
         "Server quantiles are interpolated inside vLLM's histogram buckets (as Prometheus' histogram_quantile "
         "does); \"≤X\" marks one that lies in the first bucket, known only to be at most X. Means are exact.")
-    stages = [st for st in d.get("stages") or [] if isinstance(st, Mapping)]
+    stages = [st for st in d.get("stages") or [] if isinstance(st, Mapping) and not st.get("warmup")]
     if len(stages) > 1:
         srows = []
         for st in stages:

@@ -43,3 +43,12 @@ def test_without_server_histograms():
     assert d["ttft_server_ms"] is None and d["queue_ms"] is None
     assert d["remainder_ms"] == {"network_client": None, "server_other": None}
     assert "no server histograms" in d["statement"]
+
+
+def test_a_tiny_negative_remainder_reads_as_zero():
+    server = {"ttft": _h({0.1: 10}, total=0.5), "queue": _h({0.1: 10}, total=0.2),
+              "prefill": _h({0.1: 10}, total=0.303)}
+    q = {"count": 10, "mean": 60.0, "p50": 55.0, "p90": 70.0, "p95": 75.0, "p99": 80.0, "max": 90.0}
+    d = decompose(q, None, server)
+    assert d["remainder_ms"]["server_other"] == pytest.approx(-0.3)
+    assert "other server 0 + network & client 10 ms" in d["statement"]

@@ -83,6 +83,7 @@ def test_console_lists_stages_when_there_are_several():
     att = build(hub_from([Spec()] * 3), AttributionConfig())
     d = att["decomposition"]
     d["stages"] = [dict(d["stages"][0], name=f"users={u}") for u in (1, 2)]
+    d["stages"].insert(1, dict(d["stages"][0], name="warmup users=2", warmup=True))
     lines = console_lines(att)
     assert [ln.split(":")[0].strip() for ln in lines if ln.startswith("    users=")] == ["users=1", "users=2"]
     single = build(hub_from([Spec()] * 3), AttributionConfig())
