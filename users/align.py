@@ -60,7 +60,7 @@ def check(
         if model:
             body["model"] = model
         status, answer = post_json("/tokenize", body)
-        if status in (404, 405, 501):
+        if status in (0, 404, 405, 501):  # 0: unreachable (already reported by the model look-up)
             log.debug("server has no /tokenize (HTTP %s): alignment skipped", status)
             return None
         if status != 200 or not isinstance(answer, dict) or not isinstance(answer.get("count"), int):

@@ -84,4 +84,7 @@ class UsersPlugin:
 
 
 def install(environment) -> None:
+    # gevent's timers count from the loop's cached clock, which has not moved since gevent was imported:
+    # without a refresh, Locust's --run-time timer (armed after init) fires early by the import time.
+    gevent.get_hub().loop.update_now()
     UsersPlugin(environment).register()

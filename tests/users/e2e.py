@@ -39,31 +39,24 @@ class LocustRun:
     rc: int
     output: str
     results: list[dict]
+    """One row per Locust request event (from the test listener in results_locustfile.py)."""
+    summary: dict | None
+    """The telemetry summary (``--llm-summary-json``, schema 1 of DESIGN.md)."""
 
 
 def run_locust(
     host: str, args: list[str], tmp: Path, timeout: float = 90.0, locustfile: str | None = None
 ) -> LocustRun:
-    results = tmp / f"results-{free_port()}.jsonl"
-    argv = [
-        LOCUST,
-        "-f",
-        locustfile or RESULTS_LOCUSTFILE,
-        "--headless",
-        "--host",
-        host,
-        "--only-summary",
-        "--web-host",
-        "127.0.0.1",
-        "--master-bind-host",
-        "127.0.0.1",
-        *args,
-    ]
+    tag = free_port()
+    results, summary = tmp / f"results-{tag}.jsonl", tmp / f"summary-{tag}.json"
+    argv = [*NICE, LOCUST, "-f", locustfile or RESULTS_LOCUSTFILE, "--headless", "--host", host, "--only-summary",
+            "--prometheus-port", "0", "--server-metrics-url", "off",
+            "--llm-summary-json", str(summary), *args]  # fmt: skip
     with Proc(argv, name="locust", env={"LLM_TEST_RESULTS": str(results)}) as proc:
         rc = proc.wait(timeout)
         out = proc.output()
     rows = [json.loads(line) for line in results.read_text().splitlines()] if results.exists() else []
-    return LocustRun(rc, out, rows)
+    return LocustRun(rc, out, rows, json.loads(summary.read_text()) if summary.exists() else None)
 
 
 def quantile_ms(values: list[float], q: float) -> float:

@@ -75,6 +75,12 @@ def test_each_fault_counted_once_under_its_kind(tmp_path) -> None:
         assert n >= 1, f"fault {fault} never served: run too short ({served})"
         want[kind] += n
     assert failed == want, (failed, want)
+    summary = run.summary  # telemetry's summary counts the same, by kind
+    assert summary is not None
+    assert (
+        summary["requests"]["total"] == served["requests"] == summary["requests"]["ok"] + summary["requests"]["failed"]
+    )
+    assert {k: v for k, v in summary["requests"]["errors"].items() if v} == dict(want)
     assert len(ok) == served["requests"] - sum(want.values()) > 0
     # failures carry "<kind>: <detail>", quoting the server's body for HTTP errors
     for r in rows:

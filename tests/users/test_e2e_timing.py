@@ -85,12 +85,20 @@ def _run_64(tmp_path) -> tuple[list[str], float]:
     # response_time is E2E (150 + 31 x 20 = 770 ms), not Locust's time to headers
     e2e_ms = sorted(r["response_time"] for r in rows)
     assert e2e_ms[0] >= 769.0
+    # the summary (telemetry's merged sketches) says the same as the per-request results
+    s = run.summary
+    assert s is not None and s["requests"]["total"] == s["requests"]["ok"] == len(rows), s["requests"]
+    assert s["tokens"]["output"] == served["output_tokens"] and s["tokens"]["source"] == "usage"
     misses = (
         _within("TTFT p50", quantile_ms(ttft, 0.5), 150.0, 1.0)
         + _within("TTFT p99", quantile_ms(ttft, 0.99), 150.0, 2.0)
         + _within("ITL p50", quantile_ms(itl, 0.5), 20.0, 1.0)
         + _within("ITL p99", quantile_ms(itl, 0.99), 20.0, 2.0)
         + _within("E2E p50", e2e_ms[len(e2e_ms) // 2], 770.0, 2.0)
+        + _within("summary TTFT p50", s["ttft_ms"]["p50"], 150.0, 1.0)
+        + _within("summary TTFT p99", s["ttft_ms"]["p99"], 150.0, 2.0)
+        + _within("summary ITL p50", s["itl_ms"]["p50"], 20.0, 1.0)
+        + _within("summary ITL p99", s["itl_ms"]["p99"], 20.0, 2.0)
     )
     return misses, served["late_ms"]["p99"]
 
@@ -116,8 +124,12 @@ def _run_k3(tmp_path) -> tuple[list[str], float]:
     # k samples of g/k per chunk: 9 chunks after the first, 3 samples each
     assert {len(r["itl"]) for r in rows} == {27} and {len(r["gaps"]) for r in rows} == {9}
     # TPOT = decode span / (tokens - 1) = 9 x 30 / 29 ms
+    s = run.summary
+    assert s is not None and s["requests"]["ok"] == len(rows)
     misses = (
-        _within("ITL p50", quantile_ms(_all(rows, "itl"), 0.5), 10.0, 1.0)
+        _within("summary ITL p50", s["itl_ms"]["p50"], 10.0, 1.0)
+        + _within("summary inter-chunk p50", s["inter_chunk_ms"]["p50"], 30.0, 1.0)
+        + _within("ITL p50", quantile_ms(_all(rows, "itl"), 0.5), 10.0, 1.0)
         + _within("inter-chunk p50", quantile_ms(_all(rows, "gaps"), 0.5), 30.0, 1.0)
         + _within("TPOT p50", quantile_ms([r["tpot"] for r in rows], 0.5), 270.0 / 29, 0.5)
     )
