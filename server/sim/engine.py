@@ -107,9 +107,10 @@ class Engine:
                 deadline = start
             deadline += cost.step_seconds(step) / scale
             delay = deadline - start
-            if delay > MIN_SLEEP_S or start - burst_start > MAX_BURST_S:
+            if delay > 0 or start - burst_start > MAX_BURST_S:
                 # Send what earlier steps produced, then wait out this step (a wait below the selector's 1 ms
-                # granularity only yields). Steps already due run back to back and share one flush.
+                # granularity only yields). Steps already overdue (the loop is behind) run back to back and
+                # share one flush, for at most MAX_BURST_S.
                 flush()
                 await asyncio.sleep(delay if delay > MIN_SLEEP_S else 0)
                 burst_start = perf()
