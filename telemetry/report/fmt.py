@@ -11,7 +11,9 @@ def ms(v: float | None) -> str:
     """Milliseconds: 1 decimal under 100 ms, whole numbers above; "–" when unknown."""
     if v is None or not math.isfinite(float(v)):
         return "–"
-    return f"{v:.1f}" if abs(v) < 100 else f"{v:,.0f}"
+    v = float(v) + 0.0  # -0.0 -> 0.0
+    text = f"{v:.1f}" if abs(v) < 100 else f"{v:,.0f}"
+    return "0.0" if text == "-0.0" else text
 
 
 def num(v: float | int | None, digits: int = 1) -> str:

@@ -278,11 +278,11 @@ def stacked_bar(title: str, parts: Sequence[tuple[str, float]], *, unit: str = "
         body.append(f'<rect x="{px:.1f}" y="38" width="{w:.1f}" height="34" fill="{color}" class="bar">'
                     f'<title>{escape(f"{name}: {v:.1f} {unit}")}</title></rect>')
         if w > 60:
-            body.append(f'<text x="{px + w / 2:.1f}" y="60" class="bt" text-anchor="middle">{v:.0f}</text>')
+            body.append(f'<text x="{px + w / 2:.1f}" y="60" class="bt" text-anchor="middle">{round(v)}</text>')
         px += w
     lx, ly = float(x0), 94.0  # the legend wraps onto more rows when it is long
     for i, (name, v) in enumerate(parts):
-        label = f"{name} {v:.0f} {unit}"
+        label = f"{name} {round(v)} {unit}"  # round(): never "-0"
         width = 26 + 7.2 * len(label)
         if lx + width > x1 and lx > x0:
             lx, ly = float(x0), ly + 20

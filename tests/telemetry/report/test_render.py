@@ -155,3 +155,10 @@ def test_batching_badge_follows_the_verdict():
     assert '<span class="badge bad">batching FAILED</span>' in html and "flagged windows: [4, 5, 6]" in html
     s["attribution"]["batching_failure"] = {"verdict": False, "flagged_windows": [], "baseline": None}
     assert '<span class="badge na">not judged</span>' in render(s)
+
+
+def test_numbers_for_people():
+    from telemetry.report.fmt import ms
+
+    assert [ms(-0.04), ms(-0.2), ms(12.345), ms(1234.5), ms(None), ms(float("nan"))] == \
+        ["0.0", "-0.2", "12.3", "1,234", "–", "–"]
