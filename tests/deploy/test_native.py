@@ -67,6 +67,8 @@ def native(argv: list[str], service: str, ports: Ports, tmp) -> list[str]:
         "--config.file": str(tmp / "prometheus.yml"),
         "--storage.tsdb.path": str(tmp / "tsdb"),
         "--web.listen-address": f"127.0.0.1:{ports.prometheus}",
+        "--llm-summary-json": str(tmp / "results" / "summary.json"),
+        "--llm-report": str(tmp / "results" / "report.html"),
     }
     out = [exe.get(argv[0], argv[0])]
     i = 1
@@ -181,6 +183,11 @@ def test_compose_commands_work_together_natively(tmp_path):
             for title, expr in _key_queries():
                 assert _result(base, concrete(expr, "1m")), f"{title}: no data for {expr}"
             urllib.request.urlopen(urllib.request.Request(web + "/stop", method="POST"), timeout=10).read()
+            master.stop(timeout=30)  # SIGTERM, as `docker-compose stop` sends: the master writes its files
+            worker.wait(timeout=30)  # and tells the worker to quit
+        summary = json.loads((tmp_path / "results" / "summary.json").read_text())
+        assert summary["schema"] == 1 and summary["requests"]["ok"] > 0, summary["requests"]
+        assert "<html" in (tmp_path / "results" / "report.html").read_text()[:2000].lower()
         for p in (master, worker):
             assert "Traceback" not in p.output(), f"{p.name}:\n{p.output()[-3000:]}"
 
