@@ -55,8 +55,13 @@ class ReportPlugin:
         hub = self.hub
         if hub is None:
             return Response("no LLM telemetry in this process", status=404, mimetype="text/plain")
-        summary = hub.final_summary if getattr(hub, "final_summary", None) else hub.summary()
-        return Response(render(summary), mimetype="text/html")
+        try:
+            summary = hub.final_summary if getattr(hub, "final_summary", None) else hub.summary()
+            return Response(render(summary), mimetype="text/html")
+        except Exception as e:  # say what broke instead of Flask's bare 500 page
+            log.exception("/llm/report failed")
+            return Response(f"the LLM report could not be built: {type(e).__name__}: {e}", status=500,
+                            mimetype="text/plain")
 
     def register_web(self, web_ui) -> None:
         bp = Blueprint("llm_report", __name__)

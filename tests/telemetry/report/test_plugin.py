@@ -66,3 +66,17 @@ def test_web_ui_serves_the_report(tmp_path):
     hub.final_summary = {**hub.summary(), "model": "final-model-name"}
     final = client.get(ROUTE)
     assert b"final-model-name" in final.data
+
+
+def test_web_route_reports_a_broken_summary_as_text(tmp_path, caplog):
+    hub, env = _hub(tmp_path, None)
+    web_ui = env.create_web_ui("127.0.0.1", 0, delayed_start=True)
+    install(env)
+
+    def broken(_hub):
+        raise RuntimeError("no summary today")
+
+    hub.summary = lambda: broken(hub)
+    r = web_ui.app.test_client().get(ROUTE)
+    assert r.status_code == 500 and r.mimetype == "text/plain"
+    assert b"RuntimeError: no summary today" in r.data
