@@ -1,0 +1,116 @@
+"""The scripted server: OpenAI-shaped streams on a known schedule, usage like vLLM, faults, counters."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import threading
+import time
+import urllib.error
+import urllib.request
+
+import pytest
+
+from tests.support import PY, Proc, free_port, wait_http
+from users.sse import SSEParser
+
+
+@pytest.fixture(scope="module")
+def server():
+    port = free_port()
+    argv = [PY, "-m", "server.scripted", "--port", str(port), "--ttft-ms", "100", "--itl-ms", "10",
+            "--tokens-per-chunk", "2", "--fault", "500,cut,nodone", "--fault-every", "5", "--stall-s", "1"]  # fmt: skip
+    with Proc(argv, name="scripted") as proc:
+        host = f"http://127.0.0.1:{port}"
+        wait_http(f"{host}/health", proc=proc)
+        yield host, port
+
+
+def post(host: str, path: str, body: dict) -> tuple[int, bytes]:
+    req = urllib.request.Request(
+        host + path, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"}
+    )
+    try:
+        with urllib.request.urlopen(req, timeout=10) as r:
+            return r.status, r.read()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read()
+
+
+def stream(port: int, path: str, body: dict) -> tuple[list[tuple[float, bytes]], float]:
+    """(arrival time, payload) of every event of one streamed request, and the send time."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    t0 = time.perf_counter()
+    conn.request("POST", path, body=json.dumps(body), headers={"Content-Type": "application/json"})
+    resp = conn.getresponse()
+    parser, events = SSEParser(), []
+    while chunk := resp.read1(65536):  # de-chunked bytes as they arrive
+        t = time.perf_counter()
+        events += [(t, p) for p in parser.feed(chunk)]
+    conn.close()
+    return events, t0
+
+
+def chat(max_tokens: int) -> dict:
+    return {"messages": [{"role": "user", "content": " hello world"}], "max_tokens": max_tokens, "stream": True,
+            "stream_options": {"include_usage": True, "continuous_usage_stats": True}}  # fmt: skip
+
+
+def test_models_stats_tokenize_and_404(server) -> None:
+    host, _ = server
+    with urllib.request.urlopen(f"{host}/v1/models") as r:
+        assert json.loads(r.read())["data"][0]["id"] == "scripted"
+    status, body = post(host, "/tokenize", {"prompt": "hello world"})
+    assert status == 200 and json.loads(body)["count"] == 2
+    status, body = post(host, "/tokenize", {"messages": [{"role": "user", "content": " hello world"}]})
+    assert json.loads(body)["count"] == 5  # BOS, User, 2 words, Assistant
+    assert post(host, "/nope", {})[0] == 404
+
+
+def test_stream_schedule_usage_and_faults_in_rotation(server) -> None:
+    host, port = server
+    with urllib.request.urlopen(f"{host}/stats") as r:
+        before = json.loads(r.read()).get("requests", 0)
+    assert before % 5 == 0  # this test owns the rotation: requests 1..5 here, the 5th is the fault
+    results = [stream(port, "/v1/chat/completions", chat(7)) for _ in range(4)]
+    for events, t0 in results:
+        payloads = [p for _, p in events]
+        assert payloads[-1] == b"[DONE]"
+        objs = [json.loads(p) for p in payloads[:-1]]
+        assert objs[0]["choices"][0]["delta"] == {"role": "assistant", "content": ""}
+        assert [o["usage"]["completion_tokens"] for o in objs] == [0, 2, 4, 6, 7, 7]
+        assert objs[-1]["choices"] == [] and objs[-2]["choices"][0]["finish_reason"] == "length"
+        token_times = [t - t0 for t, p in events[1:5]]
+        # chunk j at 100 + j * 2 * 10 ms (generous upper bound: a busy box)
+        for j, dt in enumerate(token_times):
+            assert 0.100 + 0.020 * j - 0.001 <= dt <= 0.100 + 0.020 * j + 0.030, (j, dt)
+    assert post(host, "/v1/chat/completions", chat(3))[0] == 500  # request 5 of 5: the first fault
+    with urllib.request.urlopen(f"{host}/stats") as r:
+        stats = json.loads(r.read())
+    assert stats["requests"] == before + 5 and stats["fault_500"] >= 1
+    assert stats["late_ms"]["p50"] < 20
+
+
+def test_schedule_is_per_request_under_concurrency(server) -> None:
+    """Streams started together each keep their own clock (first token ~100 ms after their own send)."""
+    _, port = server
+    out: list[float] = []
+
+    def one() -> None:
+        events, t0 = stream(port, "/v1/completions", {"prompt": "x", "max_tokens": 4, "stream": True})
+        out.append(events[0][0] - t0)
+
+    threads = [threading.Thread(target=one) for _ in range(4)]  # 4 requests: no fault (request 6..9)
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(10)
+    assert len(out) == 4 and all(0.099 <= x <= 0.150 for x in out), out
+
+
+def test_batch_completion_answers_every_prompt(server) -> None:
+    host, _ = server
+    status, body = post(host, "/v1/completions", {"prompt": ["a", "b c"], "max_tokens": 3})
+    obj = json.loads(body)
+    assert status == 200 and len(obj["choices"]) == 2
+    assert obj["usage"]["completion_tokens"] == 6 and obj["usage"]["prompt_tokens"] == 3
