@@ -135,3 +135,11 @@ def test_every_query_parses_in_prometheus(tmp_path):
                 bad[where] = body.get("error")
         assert query(base, "sum(rate(x[")["status"] == "error"  # the check can fail
     assert not bad, bad
+
+
+def test_panel_ids_and_ref_ids_are_unique():
+    panels = dashboard()["panels"]
+    assert len({p["id"] for p in panels}) == len(panels)
+    for p in panels:
+        refs = [t["refId"] for t in p["targets"]]
+        assert len(set(refs)) == len(refs) and all(t["legendFormat"] for t in p["targets"]), p["title"]
