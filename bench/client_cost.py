@@ -6,7 +6,7 @@ count chunks), each for two run lengths. The CPU time of each client process (``
 user + system) and the tokens the server streamed during it give a MARGINAL cost:
 (cpu_long - cpu_short) / (tokens_long - tokens_short), so start-up (imports, tokenizer load) cancels.
 
-    python -m bench.client_cost                       # 64 and 256 streams, 6 s and 12 s runs
+    python -m bench.client_cost                       # 64 and 256 streams, 6 s and 12 s runs, 3 paired repeats
     python -m bench.client_cost --streams 64 --short 5 --long 10 --json
 
 Figures are noisy on a shared machine: run it alone, and compare the ratio rather than the µs.
@@ -85,6 +85,12 @@ def marginal_us(make_argv, host: str, streams: int, short: float, long: float, m
     }
 
 
+def _median(xs: list[float]) -> float:
+    xs = sorted(xs)
+    mid = len(xs) // 2
+    return xs[mid] if len(xs) % 2 else (xs[mid - 1] + xs[mid]) / 2
+
+
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(prog="python -m bench.client_cost", description=__doc__.split("\n")[0])
     p.add_argument("--streams", default="64,256", help="comma list of concurrent streams")
@@ -92,6 +98,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--long", type=float, default=12.0, help="seconds of the long run")
     p.add_argument("--itl-ms", type=float, default=20.0)
     p.add_argument("--max-tokens", type=int, default=200)
+    p.add_argument("--repeat", type=int, default=3, help="paired repeats; medians are reported")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--users-only", action="store_true", help="users without the other packages' listeners")
     args = p.parse_args(argv)
@@ -118,15 +125,24 @@ def main(argv: list[str] | None = None) -> None:
             except OSError:
                 time.sleep(0.1)
         for n in (int(x) for x in args.streams.split(",")):
-            row = {
-                name: marginal_us(fn, host, n, args.short, args.long, args.max_tokens) for name, fn in CLIENTS.items()
-            }
-            row["ratio"] = row["users"]["us_per_token"] / row["bare reader"]["us_per_token"]
+            runs = []
+            for _ in range(args.repeat):  # users and bare reader back to back: both see the same machine
+                pair = {
+                    name: marginal_us(fn, host, n, args.short, args.long, args.max_tokens)
+                    for name, fn in CLIENTS.items()
+                }
+                pair["ratio"] = pair["users"]["us_per_token"] / pair["bare reader"]["us_per_token"]
+                runs.append(pair)
+            row = {name: {"us_per_token": _median([r[name]["us_per_token"] for r in runs])} for name in CLIENTS}
+            row["ratio"] = _median([r["ratio"] for r in runs])
+            row["runs"] = runs
             out[str(n)] = row
             if not args.json:
+                ratios = ", ".join(f"{r['ratio']:.2f}" for r in runs)
                 print(
                     f"{n:>4} streams: users {row['users']['us_per_token']:6.1f} µs/token | "
-                    f"bare reader {row['bare reader']['us_per_token']:6.1f} µs/token | ratio {row['ratio']:.2f}",
+                    f"bare reader {row['bare reader']['us_per_token']:6.1f} µs/token | ratio {row['ratio']:.2f} "
+                    f"(medians of {args.repeat}; ratios {ratios})",
                     flush=True,
                 )
     finally:

@@ -41,25 +41,30 @@ class _Stream(asyncio.Protocol):
         buf = self.tail + data
         self.counter[0] += buf.count(PATTERN)
         done = b"data: [DONE]" in buf
-        self.tail = b"" if done else buf[-(len(PATTERN) - 1):]  # too short to hold a whole pattern
+        self.tail = b"" if done else buf[-(len(PATTERN) - 1) :]  # too short to hold a whole pattern
         if done:
             self.transport.write(self.request)
 
 
-def _client(port: int, streams: int, max_tokens: int, warmup: float, duration: float, core: int | None,
-            out: mp.Queue) -> None:
+def _client(
+    port: int, streams: int, max_tokens: int, warmup: float, duration: float, core: int | None, out: mp.Queue
+) -> None:
     if core is not None:
         os.sched_setaffinity(0, {core})
 
     async def main() -> float:
-        body = json.dumps({"prompt": list(range(1000, 1008)), "max_tokens": max_tokens, "ignore_eos": True,
-                           "stream": True}).encode()
-        request = (b"POST /v1/completions HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\n"
-                   b"content-length: %d\r\n\r\n%b" % (len(body), body))
+        body = json.dumps(
+            {"prompt": list(range(1000, 1008)), "max_tokens": max_tokens, "ignore_eos": True, "stream": True}
+        ).encode()
+        request = (
+            b"POST /v1/completions HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\n"
+            b"content-length: %d\r\n\r\n%b" % (len(body), body)
+        )
         counter = [0]
         loop = asyncio.get_running_loop()
-        conns = [await loop.create_connection(lambda: _Stream(request, counter), "127.0.0.1", port)
-                 for _ in range(streams)]
+        conns = [
+            await loop.create_connection(lambda: _Stream(request, counter), "127.0.0.1", port) for _ in range(streams)
+        ]
         await asyncio.sleep(warmup)
         n0, t0, c0 = counter[0], time.perf_counter(), time.process_time()
         await asyncio.sleep(duration)
@@ -86,11 +91,35 @@ def main(argv: list[str] | None = None) -> None:
     a = p.parse_args(argv)
     cores = sorted(os.sched_getaffinity(0))
     server_core, client_core = cores[0], (cores[1] if len(cores) > 1 else None)
-    argv_srv = [sys.executable, "-m", "server.sim", "--port", "0", "--profile", "cpu-tiny", "--time-scale", "1e6",
-                "--max-num-seqs", "1024", "--max-num-batched-tokens", "65536", "--num-gpu-blocks", "200000",
-                "--max-model-len", "4096", "--tokens-per-chunk", str(a.tokens_per_chunk)]
-    srv = subprocess.Popen(argv_srv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-                           preexec_fn=lambda: os.sched_setaffinity(0, {server_core}))
+    argv_srv = [
+        sys.executable,
+        "-m",
+        "server.sim",
+        "--port",
+        "0",
+        "--profile",
+        "cpu-tiny",
+        "--time-scale",
+        "1e6",
+        "--max-num-seqs",
+        "1024",
+        "--max-num-batched-tokens",
+        "65536",
+        "--num-gpu-blocks",
+        "200000",
+        "--max-model-len",
+        "4096",
+        "--tokens-per-chunk",
+        str(a.tokens_per_chunk),
+    ]
+    srv = subprocess.Popen(
+        argv_srv,
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        preexec_fn=lambda: os.sched_setaffinity(0, {server_core}),
+    )
     try:
         line = srv.stdout.readline()
         if "listening on" not in line:
@@ -107,9 +136,11 @@ def main(argv: list[str] | None = None) -> None:
     finally:
         srv.terminate()
         srv.wait(10)
-    print(f"sim_speed: {rate:,.0f} streamed output tokens/s with the server pinned to one core "
-          f"(it used {cpu:.2f} of that core; client {client_cpu:.2f} core; {a.streams} streams, "
-          f"tokens-per-chunk {a.tokens_per_chunk})")
+    print(
+        f"sim_speed: {rate:,.0f} streamed output tokens/s with the server pinned to one core "
+        f"(it used {cpu:.2f} of that core; client {client_cpu:.2f} core; {a.streams} streams, "
+        f"tokens-per-chunk {a.tokens_per_chunk})"
+    )
     if cpu > 0:
         print(f"sim_speed: {rate / cpu:,.0f} streamed output tokens per server CPU-second")
 
