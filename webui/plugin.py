@@ -7,6 +7,11 @@ rows to that payload (an ``after_request`` hook), adds links to the "Download Da
 (``extendedCsvFiles``: the HTML report at ``/llm/report`` and the live table as JSON/CSV), and serves
 ``/llm/live`` (the hub's ``live()`` dict) and ``/llm/live.csv``.
 
+It also makes the start form say what a person means: Locust's form sends every extra option, an empty
+field as ``""``, and Locust then stores ``""`` for an option whose default is ``None`` (no SLO threshold,
+no report path...). An empty field of such an option is dropped from the form before Locust reads it, so
+the option stays "not given" exactly as on the command line.
+
 Only a process with a web UI (a local run or the master, not headless, not a worker) gets the tab.
 
     from webui.plugin import install    # in locustfile.py's init listener
@@ -23,12 +28,14 @@ from typing import Any
 
 from flask import Blueprint, Response, jsonify, request
 from locust.runners import STATE_RUNNING, STATE_SPAWNING
+from werkzeug.datastructures import ImmutableMultiDict
 
 from webui.table import COLUMNS, STRUCTURE, TAB_KEY, llm_rows
 
 log = logging.getLogger(__name__)
 
 STATS_ENDPOINT = "locust.request_stats"
+SWARM_ENDPOINT = "locust.swarm"
 ACTIVE = (STATE_SPAWNING, STATE_RUNNING)
 REPORT_HREF = "./llm/report"
 
@@ -87,7 +94,19 @@ class LLMTab:
             {"href": "./llm/live", "title": "LLM live figures (JSON)"},
         ]
         web_ui.app.after_request(self._add_rows)
+        web_ui.app.before_request(self._drop_empty_unset_options)
         web_ui.app.register_blueprint(self._blueprint())
+
+    def _drop_empty_unset_options(self) -> None:
+        if request.endpoint != SWARM_ENDPOINT or request.method != "POST":
+            return
+        options = self.environment.parsed_options
+        if options is None:
+            return
+        unset = {k for k, v in vars(options).items() if v is None}
+        kept = [(k, v) for k, v in request.form.items(multi=True) if not (v == "" and k in unset)]
+        if len(kept) != len(list(request.form.items(multi=True))):
+            request.form = ImmutableMultiDict(kept)
 
     def _add_rows(self, response: Response) -> Response:
         if request.endpoint != STATS_ENDPOINT or response.status_code != 200 or not response.is_json:

@@ -152,3 +152,38 @@ def test_no_web_ui_no_tab():
     environment = Environment(user_classes=[_Idle])
     install(environment)  # headless / worker: nothing to do, and no error
     assert environment.web_ui is None
+
+
+def _options():
+    from locust.argument_parser import parse_options
+
+    opts = parse_options(args=["--headless"])  # Locust's own defaults
+    for name, value in (("slo_ttft_p99_ms", None), ("slo_itl_p95_ms", None), ("llm_report", None),
+                        ("input_len", "fixed:512")):  # fmt: skip
+        setattr(opts, name, value)  # as the project's options register them
+    return opts
+
+
+FORM = {"user_count": "1", "spawn_rate": "1", "slo_ttft_p99_ms": "", "slo_itl_p95_ms": "120", "llm_report": "",
+        "input_len": "fixed:64"}  # fmt: skip
+
+
+@pytest.mark.parametrize("with_plugin", [True, False])
+def test_empty_start_form_fields_leave_unset_options_unset(monkeypatch, with_plugin):
+    monkeypatch.setattr(sys, "argv", ["locust"])
+    environment = Environment(user_classes=[_Idle], parsed_options=_options())
+    environment.create_local_runner()
+    environment.create_web_ui("127.0.0.1", 0, delayed_start=True)
+    if with_plugin:
+        install(environment)
+    try:
+        body = environment.web_ui.app.test_client().post("/swarm", data=FORM).get_json()
+        assert body["success"], body
+        opts = environment.parsed_options
+        assert opts.slo_itl_p95_ms == "120" and opts.input_len == "fixed:64"  # given values still arrive
+        if with_plugin:
+            assert opts.slo_ttft_p99_ms is None and opts.llm_report is None
+        else:  # what Locust alone does, and why the plugin steps in
+            assert opts.slo_ttft_p99_ms == "" and opts.llm_report == ""
+    finally:
+        environment.runner.quit()
