@@ -45,16 +45,21 @@ def _rows(paths: list[Path]) -> list[dict]:
     return [json.loads(line) for p in paths if p.exists() for line in p.read_text().splitlines()]
 
 
-def _distributed(host: str, tmp: Path, seconds: int, extra: list[str], kill_after: float | None = None):
+def _distributed(host: str, tmp: Path, seconds: int, extra: list[str], kill_after: float | None = None,
+                 term_master_after: float | None = None):  # fmt: skip
     """Master + 2 workers (real processes); returns (master output, rc, summary, rows, worker procs)."""
     mport = free_port()
     summary_path = tmp / "summary.json"
     master = Proc([LOCUST, "-f", LOCUSTFILE, "--headless", "--master", "--master-bind-host", "127.0.0.1",
                    "--master-bind-port", str(mport), "--expect-workers", "2", "-u", "6", "-r", "6", "-t", f"{seconds}s",
-                   "--host", host, "--llm-summary-json", str(summary_path), *LOAD, *extra, "StreamingChatUser"],
+                   "--host", host, "--llm-summary-json", str(summary_path), "--stop-timeout", "5", *LOAD, *extra,
+                   "StreamingChatUser"],
                   name="master", env={"LLM_TEST_RESULTS": str(tmp / "master.jsonl")})  # fmt: skip
     files = [tmp / f"w{i}.jsonl" for i in range(2)]
-    workers = [Proc([LOCUST, "-f", LOCUSTFILE, "--worker", "--master-host", "127.0.0.1", "--master-port", str(mport)],
+    # --stop-timeout: at quit the users finish the request in flight (the server has counted it), then the
+    # worker sends its final report; Locust does not forward this option, so each process gets it
+    workers = [Proc([LOCUST, "-f", LOCUSTFILE, "--worker", "--master-host", "127.0.0.1", "--master-port", str(mport),
+                     "--stop-timeout", "5"],
                     name=f"worker{i}", env={"LLM_TEST_RESULTS": str(files[i])}) for i in range(2)]  # fmt: skip
     try:
         if kill_after is not None:
@@ -63,6 +68,12 @@ def _distributed(host: str, tmp: Path, seconds: int, extra: list[str], kill_afte
                 time.sleep(0.2)
             time.sleep(kill_after)
             workers[0].signal(signal.SIGKILL)
+        if term_master_after is not None:
+            deadline = time.monotonic() + 60
+            while not files[0].exists() and time.monotonic() < deadline:
+                time.sleep(0.2)
+            time.sleep(term_master_after)
+            master.signal(signal.SIGTERM)
         rc = master.wait(seconds + 90)
         out = master.output()
         for w in workers[1:] if kill_after is not None else workers:
@@ -94,6 +105,18 @@ def test_master_and_two_workers_totals_match_the_server_and_ttft_is_the_servers(
     assert TTFT_MS - 0.5 <= s["ttft_ms"]["p50"] <= TTFT_MS + 5.0, s["ttft_ms"]
     assert s["itl_ms"]["p50"] == pytest.approx(ITL_MS, abs=1.0)
     assert "LLM summary" in out and "2 worker(s)" in out
+
+
+def test_sigterm_to_the_master_still_collects_every_workers_final_report(tmp_path):
+    server, host = _scripted()
+    with server:
+        quiet = ["--server-metrics-url", "off", "--prometheus-port", "0"]
+        out, _rc, s, rows, _ = _distributed(host, tmp_path, 60, quiet, term_master_after=5.0)
+        served = _get_json(f"{host}/stats")
+    # results recorded after the workers' last periodic report travel in their final one, sent on quit
+    assert s["requests"]["total"] == len(rows) == served["completed"] > 10, out[-3000:]
+    assert s["tokens"]["output"] == served["output_tokens"]
+    assert "sent no final report" not in out
 
 
 def test_worker_killed_mid_run_leaves_a_summary_and_a_warning(tmp_path):
