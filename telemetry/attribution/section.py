@@ -62,7 +62,7 @@ def window_rows(windows: list[Window], flagged: set[int]) -> list[dict]:
     return rows
 
 
-def _client_q(hub, cells, metric: str) -> dict:
+def _client_q(cells, metric: str) -> dict:
     from telemetry.recorder import Recorder
     from telemetry.summary import q_ms
 
@@ -76,13 +76,13 @@ def decomposition(hub, samples) -> dict:
 
     spans = stage_spans(hub, hub.duration_s)
     cells = list(hub.merged.cells.values())
-    whole = decompose(_client_q(hub, cells, "ttft"), _client_q(hub, cells, "itl"),
+    whole = decompose(_client_q(cells, "ttft"), _client_q(cells, "itl"),
                       server_deltas(samples, -math.inf, math.inf))
     stages = []
     for i, (st, start, end) in enumerate(spans):
         last = i == len(spans) - 1
         st_cells = hub.merged.select(stage=st.name)
-        d = decompose(_client_q(hub, st_cells, "ttft"), _client_q(hub, st_cells, "itl"),
+        d = decompose(_client_q(st_cells, "ttft"), _client_q(st_cells, "itl"),
                       server_deltas(samples, start, math.inf if last else end))
         stages.append({"name": st.name, "warmup": bool(getattr(st, "warmup", False)), "start_s": start, "end_s": end,
                        **d})

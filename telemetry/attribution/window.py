@@ -87,11 +87,6 @@ class Window:
         """A client figure by name, e.g. ``ttft_p99_ms``."""
         return getattr(self.client, name)
 
-    def server_quantile_ms(self, hist: str, q: float) -> float | None:
-        h = self.server.get(hist)
-        v = h.quantile(q) if h is not None else None
-        return None if v is None else v * 1000.0
-
 
 def _values(samples: Sequence[ServerSample], attr: str) -> list[float]:
     return [v for s in samples if (v := getattr(s, attr)) is not None]

@@ -33,7 +33,7 @@ def test_align_gauges_counters_and_histogram_deltas():
     assert (w1.samples, w1.running_median, w1.waiting_max, w1.kv_usage_max) == (2, 2.5, 41, 0.99)
     assert w1.preemptions == 10  # 12 at t=14 minus 2 at t=6 (the last scrape before the window)
     assert w1.server["queue"].count == 32  # 12+30 - 10
-    assert w1.server_quantile_ms("queue", 0.5) == pytest.approx(100 + 900 * (16 - 2) / 30)
+    assert w1.server["queue"].quantile(0.5) * 1000 == pytest.approx(100 + 900 * (16 - 2) / 30)
     assert w1.request_rate == pytest.approx(0.7)
     assert w2.samples == 0 and w2.running_median is None and w2.preemptions is None and w2.server == {}
 
