@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 import gevent
 import numpy as np
 import orjson
+from geventhttpclient._parser import HTTPResponseParser
 from geventhttpclient.client import HTTPClient
 from geventhttpclient.response import HTTPParseError, HTTPSocketPoolResponse
 
@@ -38,6 +39,7 @@ from users.watchdog import Stalled
 _RECV = 65536
 _ERROR_BODY_LIMIT = 64 * 1024
 _QUOTE = 300
+_cfeed = HTTPResponseParser.feed  # the C parser itself (the Python wrapper only adds a HEAD-request repair)
 
 
 class LLMError(Exception):
@@ -132,31 +134,33 @@ def exchange(
 
 
 def _read_stream(resp: HTTPSocketPoolResponse, tally: StreamTally) -> None:
-    """Read the body to its end, stamping each read; raise LLMError/StreamFault on a broken stream."""
+    """Read the body to its end, stamping each read; raise LLMError/StreamFault on a broken stream.
+
+    The C parser (llhttp) de-chunks the body and hands each piece straight to ``pending.append`` (set as
+    the response's ``_on_body``): no Python frame and no buffer copy between the socket and the framer.
+    """
     perf = time.perf_counter
     parser = SSEParser()
     parse = parser.feed
     add = tally.add
-    buf = resp._body_buffer
-    feed = resp.feed
+    pending: list[bytearray] = []
+    if resp._body_buffer:  # body bytes that came with the headers
+        pending.append(bytearray(resp._body_buffer))
+        del resp._body_buffer[:]
+    resp._on_body = pending.append
     sock = resp._sock
-    if buf:  # body bytes that came with the headers
-        chunk = bytes(buf)
-        del buf[:]
-        add(parse(chunk), perf())
+    if pending:
+        add(parse(pending.pop()), perf())
     try:
         while not resp.message_complete:
             data = sock.recv(_RECV)
             tally.last = t = perf()
-            if not data:
-                feed(data)  # EOF: completes a body delimited by the connection's end
-                if not resp.message_complete:
-                    raise LLMError("stream_cut", f"connection closed mid-stream after {tally.out} tokens")
-            else:
-                feed(data)
-            if buf:
-                chunk = bytes(buf)
-                del buf[:]
+            _cfeed(resp, data)  # b"" at EOF completes a body delimited by the connection's end
+            if not data and not resp.message_complete:
+                raise LLMError("stream_cut", f"connection closed mid-stream after {tally.out} tokens")
+            if pending:
+                chunk = pending[0] if len(pending) == 1 else b"".join(pending)
+                pending.clear()
                 events = parse(chunk)
                 if events:
                     add(events, t)

@@ -64,41 +64,56 @@ class StreamTally:
     def add(self, payloads: list[bytes], t: float) -> None:
         """Account the event payloads that arrived in one read at time ``t``."""
         for p in payloads:
-            if p[:1] != b"{":
-                if p == b"[DONE]":
-                    self.done = True
-                elif p.strip():
-                    raise StreamFault("bad_chunk", f"not JSON: {_quote(p)}")
-                continue
             try:
                 obj = _loads(p)
-            except _JSONError:
-                raise StreamFault("bad_chunk", f"not JSON: {_quote(p)}") from None
-            choices = obj.get("choices")
-            if choices is None:
-                self._no_choices(obj, p)
-            k = 0
+                choices = obj["choices"]
+            except (_JSONError, KeyError, TypeError):
+                self._odd(p)  # [DONE], keep-alive, error object, usage without choices, junk
+                continue
             usage = obj.get("usage")
-            if usage:
-                ct = usage.get("completion_tokens")
-                if ct is not None:
-                    if choices:
-                        self.continuous = True
-                        k = ct - (self.ct or 0)
+            if usage is not None and (ct := usage.get("completion_tokens")) is not None:
+                if self.prompt_tokens is None:
+                    self.prompt_tokens = usage.get("prompt_tokens")
+                if not choices:  # the final usage chunk: the total, no token of its own
                     self.ct = ct
-                pt = usage.get("prompt_tokens")
-                if pt is not None:
-                    self.prompt_tokens = pt
-            if choices:
+                    continue
+                self.continuous = True
+                k = ct - (self.ct or 0)
+                self.ct = ct
                 c0 = choices[0]
-                if c0.get("finish_reason") is not None:
-                    self.finished = True
-                if usage is None or usage.get("completion_tokens") is None:
-                    k = self._by_text(c0)
+            elif choices:
+                c0 = choices[0]
+                k = self._by_text(c0)
+            else:
+                continue
+            if c0.get("finish_reason") is not None:
+                self.finished = True
             if k > 0:
                 self.times.append(t)
                 self.ks.append(k)
                 self.out += k
+
+    def _odd(self, p: bytes) -> None:
+        """The rare payloads: anything but a JSON object with ``choices``."""
+        if p == b"[DONE]":
+            self.done = True
+            return
+        if not p.strip():
+            return
+        try:
+            obj = _loads(p)
+        except _JSONError:
+            raise StreamFault("bad_chunk", f"not JSON: {_quote(p)}") from None
+        if not isinstance(obj, dict):
+            raise StreamFault("bad_chunk", f"not a JSON object: {_quote(p)}")
+        if obj.get("error") is not None or obj.get("object") == "error":
+            raise StreamFault("server_error", _quote(p))
+        usage = obj.get("usage")
+        if not isinstance(usage, dict) or usage.get("completion_tokens") is None:
+            raise StreamFault("bad_chunk", f"no choices: {_quote(p)}")
+        self.ct = usage["completion_tokens"]
+        if self.prompt_tokens is None:
+            self.prompt_tokens = usage.get("prompt_tokens")
 
     def _by_text(self, c0: dict) -> int:
         """Token-bearing by content when the chunk has no usage: k = 1 for non-empty text."""
@@ -113,14 +128,6 @@ class StreamTally:
         if self.continuous:  # a chunk without usage in a continuous stream: keep the delta base in step
             self.ct = (self.ct or 0) + 1
         return 1
-
-    @staticmethod
-    def _no_choices(obj: dict, p: bytes) -> None:
-        err = obj.get("error")
-        if err is not None or obj.get("object") == "error":
-            raise StreamFault("server_error", _quote(p))
-        if "usage" not in obj:
-            raise StreamFault("bad_chunk", f"no choices: {_quote(p)}")
 
 
 def _quote(p: bytes, limit: int = 300) -> str:
