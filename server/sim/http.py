@@ -194,9 +194,10 @@ class Connection(asyncio.Protocol):
 
     # ---- responses --------------------------------------------------------------------------
     def _head(self, status: int, content_type: str, extra: bytes) -> bytes:
+        # ``extra`` ends the head (it carries the blank line), so "connection: close" must come before it.
         return b"HTTP/1.1 %d %s\r\ndate: %s\r\nserver: server.sim\r\ncontent-type: %s\r\n%s%s" % (
-            status, REASONS.get(status, "Unknown").encode(), _date(), content_type.encode(), extra,
-            b"" if self.keep_alive else b"connection: close\r\n")
+            status, REASONS.get(status, "Unknown").encode(), _date(), content_type.encode(),
+            b"" if self.keep_alive else b"connection: close\r\n", extra)
 
     def respond(self, status: int, body: bytes, content_type: str = JSON,
                 headers: dict[str, str] | None = None) -> None:
