@@ -16,6 +16,7 @@ TPOT (vLLM's ITL buckets start at 10 ms, which hides a 5 ms decode step):
 
 from __future__ import annotations
 
+import bisect
 import math
 
 import numpy as np
@@ -42,10 +43,11 @@ BOUNDS: dict[str, tuple[float, ...]] = {
 class BucketHistogram:
     """Counts per fixed bucket (non-cumulative inside, cumulative on export) plus exact sum/count."""
 
-    __slots__ = ("bounds", "counts", "sum", "count")
+    __slots__ = ("bounds", "_bounds", "counts", "sum", "count")
 
     def __init__(self, bounds: tuple[float, ...]) -> None:
         self.bounds = np.asarray(bounds, dtype=np.float64)
+        self._bounds = [float(b) for b in bounds]
         self.counts = np.zeros(len(bounds) + 1, dtype=np.int64)  # last = (max bound, +Inf)
         self.sum = 0.0
         self.count = 0
@@ -60,7 +62,7 @@ class BucketHistogram:
         self.count += int(v.size)
 
     def add(self, value: float) -> None:
-        self.counts[int(np.searchsorted(self.bounds, value, side="left"))] += 1
+        self.counts[bisect.bisect_left(self._bounds, value)] += 1  # same bucket as searchsorted(side="left")
         self.sum += float(value)
         self.count += 1
 
