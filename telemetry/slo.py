@@ -78,7 +78,7 @@ class SloSet:
             thresholds.update(PRESETS[preset])
         for d in SLO_DEFS.values():
             value = getattr(options, d.option, None)
-            if value is not None:
+            if value not in (None, ""):  # the web UI's form hands over strings, '' for an empty field
                 thresholds[d.name] = float(value)
         return cls(thresholds)
 

@@ -19,6 +19,8 @@ def test_preset_seed_and_explicit_override():
     s = SloSet.from_options(options(slo_preset="seed", slo_ttft_p99_ms=300.0, slo_error_rate=0.01))
     assert s.thresholds["ttft_p99_ms"] == 300.0 and s.thresholds["error_rate"] == 0.01
     assert not SloSet.from_options(options())
+    web_form = SloSet.from_options(options(slo_ttft_p99_ms="650", slo_itl_p95_ms=""))  # strings from the web UI
+    assert web_form.thresholds == {"ttft_p99_ms": 650.0}
     with pytest.raises(ValueError):
         SloSet({"nonsense": 1.0})
 
