@@ -1,6 +1,6 @@
 """The real engine itself: what the rest of the project assumes about vLLM's CPU build, checked live.
 
-Runs first (file name) on the 64 MB server that the end-to-end tests share.
+Runs first (file name) on the server that the end-to-end tests share.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""End to end through ``locust -f locustfile.py`` against the real vLLM engine (64 MB KV pool).
+"""End to end through ``locust -f locustfile.py`` against the real vLLM engine (8 MB KV pool, lightly loaded).
 
 Each user class runs headless for a short while; one run is a master + 1 worker. The checks are the
 measurement definitions of DESIGN.md seen on a real server: TTFT < E2E, mean TPOT ~ mean ITL,
@@ -67,7 +67,7 @@ def check_server(s: dict) -> None:
     assert 0 < srv["kv_cache_usage"]["max"] <= 1.0  # real usage seen while requests ran
     assert 0 <= srv["kv_cache_usage"]["mean"] <= srv["kv_cache_usage"]["max"]
     assert srv["requests_waiting_max"] is not None and srv["requests_waiting_max"] >= 0
-    assert srv["preemptions"] == 0  # 64 MB holds 32k tokens: no pressure at this load
+    assert srv["preemptions"] == 0  # 4 x 96 tokens use under 10% of the 4,096-token pool: no pressure
 
 
 @pytest.mark.parametrize("user_class", ["StreamingChatUser", "StreamingCompletionUser"])

@@ -3,7 +3,7 @@
 32 x (64 + 128) = 6,144 tokens want 1.5 times the pool, so vLLM fills it, queues requests and preempts
 running ones. The summary must show what the server went through: KV usage near 1, waiting
 requests, preemptions > 0 — while every request still completes with exactly max_tokens.
-Runs last (file name): it restarts the server with the small pool.
+Runs last (file name), after the light tests that share this server.
 """
 
 from __future__ import annotations
