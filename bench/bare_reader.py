@@ -18,9 +18,10 @@ import time  # noqa: E402
 import gevent  # noqa: E402
 
 
-def request_bytes(host: str, port: int, path: str, max_tokens: int) -> bytes:
+def request_bytes(host: str, port: int, path: str, max_tokens: int, model: str = "bare") -> bytes:
     body = json.dumps(
         {
+            "model": model,
             "messages": [{"role": "user", "content": " hello" * 16}],
             "max_tokens": max_tokens,
             "stream": True,
@@ -57,8 +58,9 @@ def main() -> None:
     p.add_argument("--seconds", type=float, default=10.0)
     p.add_argument("--path", default="/v1/chat/completions")
     p.add_argument("--max-tokens", type=int, default=200)
+    p.add_argument("--model", default="bare", help="model name sent (the scripted server counts tokens per model)")
     args = p.parse_args()
-    req = request_bytes(args.host, args.port, args.path, args.max_tokens)
+    req = request_bytes(args.host, args.port, args.path, args.max_tokens, args.model)
     counters = [[0] for _ in range(args.streams)]
     for i in range(args.streams):  # ramp like Locust's spawn rate: all in about one second
         gevent.spawn_later(i / args.streams, stream_forever, args.host, args.port, req, counters[i])

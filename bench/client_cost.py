@@ -1,15 +1,19 @@
 """Client CPU per streamed token: the LLM users vs. a bare gevent socket reader, side by side.
 
-Starts the scripted server on 127.0.0.1, then for each stream count runs (1) a real
-``locust --headless`` process with ``StreamingChatUser`` and (2) ``bench.bare_reader`` (sockets that only
-count chunks), each for two run lengths. The CPU time of each client process (``os.wait4`` rusage,
-user + system) and the tokens the server streamed during it give a MARGINAL cost:
-(cpu_long - cpu_short) / (tokens_long - tokens_short), so start-up (imports, tokenizer load) cancels.
+Starts the scripted server on 127.0.0.1 and, for each stream count, runs AT THE SAME TIME (1) a real
+``locust --headless`` process with ``StreamingChatUser`` (model name ``users``) and (2)
+``bench.bare_reader`` (gevent sockets that only count chunks; model ``bare``), each with that many
+streams. Running them together means both see the same machine: on a shared box the load moves from
+second to second, and only the ratio of two clients measured in the same window is stable.
 
-    python -m bench.client_cost                       # 64 and 256 streams, 6 s and 12 s runs, 3 paired repeats
-    python -m bench.client_cost --streams 64 --short 5 --long 10 --json
+The cost is MARGINAL: each client's CPU time (/proc/PID/stat, user + system) and the tokens the
+server streamed to it (counted per model) are read at two instants of the run — after a warm-up
+(imports, tokenizer, all streams started) and a window later — so start-up never enters the figure:
+µs/token = (cpu_b - cpu_a) / (tokens_b - tokens_a). Repeats give medians and every repeat's ratio.
 
-Figures are noisy on a shared machine: run it alone, and compare the ratio rather than the µs.
+    python -m bench.client_cost                       # 64 and 256 streams, 3 repeats
+    python -m bench.client_cost --streams 64 --window 10 --json
+    python -m bench.client_cost --users-only          # users without the other packages' listeners
 """
 
 from __future__ import annotations
@@ -27,6 +31,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 PY = sys.executable
 LOCUST = str(Path(PY).parent / "locust")
+_TICK = os.sysconf("SC_CLK_TCK")
+QUIET = ["--prometheus-port", "0", "--server-metrics-url", "off"]  # no port clash, no scraping of /metrics
 
 
 def _free_port() -> int:
@@ -40,49 +46,61 @@ def _stats(host: str) -> dict:
         return json.loads(r.read())
 
 
-def _run_child(argv: list[str], host: str) -> tuple[float, int]:
-    """(CPU seconds of the child, tokens the server streamed while it ran)."""
-    before = _stats(host).get("tokens_sent", 0)
-    env = {**os.environ, "PYTHONUNBUFFERED": "1", "HF_HUB_OFFLINE": "1"}
-    proc = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    _pid, status, usage = os.wait4(proc.pid, 0)
-    err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
-    if os.waitstatus_to_exitcode(status) not in (0, 1):
-        raise SystemExit(f"{argv[0]} failed:\n{err[-3000:]}")
-    time.sleep(0.3)  # streams cut at the end have been written by then
-    return usage.ru_utime + usage.ru_stime, _stats(host).get("tokens_sent", 0) - before
+def _cpu_s(pid: int) -> float:
+    """User + system CPU seconds of a running process (/proc/PID/stat fields 14 and 15)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / _TICK
 
 
-LOCUSTFILE = ["locustfile.py"]
-
-
-def users_argv(host: str, streams: int, seconds: float, max_tokens: int) -> list[str]:
+def users_argv(host: str, streams: int, seconds: float, max_tokens: int, locustfile: str) -> list[str]:
+    extra = QUIET if locustfile == "locustfile.py" else []
     return [
-        LOCUST, "-f", LOCUSTFILE[0], "--headless", "--host", host, "-u", str(streams), "-r", str(streams),
+        LOCUST, "-f", locustfile, *extra, "--headless", "--host", host, "-u", str(streams), "-r", str(streams),
         "-t", f"{int(seconds)}s", "--only-summary", "--input-len", "32", "--output-len", str(max_tokens),
-        "--loglevel", "WARNING", "StreamingChatUser",
+        "--model", "users", "--loglevel", "WARNING", "StreamingChatUser",
     ]  # fmt: skip
 
 
 def bare_argv(host: str, streams: int, seconds: float, max_tokens: int) -> list[str]:
     port = host.rsplit(":", 1)[1]
-    return [PY, "-m", "bench.bare_reader", "--port", port, "--streams", str(streams),
-            "--seconds", str(seconds), "--max-tokens", str(max_tokens)]  # fmt: skip
+    return [PY, "-m", "bench.bare_reader", "--port", port, "--streams", str(streams), "--seconds", str(seconds),
+            "--max-tokens", str(max_tokens), "--model", "bare"]  # fmt: skip
 
 
-CLIENTS = {"users": users_argv, "bare reader": bare_argv}
-
-
-def marginal_us(make_argv, host: str, streams: int, short: float, long: float, max_tokens: int) -> dict:
-    cpu_s, tok_s = _run_child(make_argv(host, streams, short, max_tokens), host)
-    cpu_l, tok_l = _run_child(make_argv(host, streams, long, max_tokens), host)
-    if tok_l <= tok_s:
-        raise SystemExit(f"no more tokens in the longer run ({tok_s} -> {tok_l}): is the machine saturated?")
-    return {
-        "us_per_token": (cpu_l - cpu_s) / (tok_l - tok_s) * 1e6,
-        "cpu_s": [round(cpu_s, 3), round(cpu_l, 3)],
-        "tokens": [tok_s, tok_l],
+def side_by_side(host: str, streams: int, warmup: float, window: float, max_tokens: int, locustfile: str) -> dict:
+    """One repeat: both clients at once; their marginal µs/token over the same window."""
+    seconds = warmup + window + 2
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "HF_HUB_OFFLINE": "1"}
+    procs = {
+        "users": users_argv(host, streams, seconds, max_tokens, locustfile),
+        "bare reader": bare_argv(host, streams, seconds, max_tokens),
     }
+    running = {
+        k: subprocess.Popen(v, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        for k, v in procs.items()
+    }
+    keys = {"users": "tokens_sent:users", "bare reader": "tokens_sent:bare"}
+    try:
+        time.sleep(warmup)
+        s0 = _stats(host)
+        c0 = {k: _cpu_s(p.pid) for k, p in running.items()}
+        time.sleep(window)
+        s1 = _stats(host)
+        c1 = {k: _cpu_s(p.pid) for k, p in running.items()}
+    except (FileNotFoundError, ProcessLookupError):
+        errs = {k: p.communicate(timeout=30)[1].decode(errors="replace")[-2000:] for k, p in running.items()}
+        raise SystemExit(f"a client ended early: {errs}") from None
+    for p in running.values():
+        p.communicate(timeout=60)
+    row: dict = {}
+    for k in running:
+        tokens = s1.get(keys[k], 0) - s0.get(keys[k], 0)
+        if tokens <= 0:
+            raise SystemExit(f"{k}: no tokens streamed in the window: is the machine saturated?")
+        cpu = c1[k] - c0[k]
+        row[k] = {"us_per_token": cpu / tokens * 1e6, "cpu_s": round(cpu, 3), "tokens": tokens}
+    row["ratio"] = row["users"]["us_per_token"] / row["bare reader"]["us_per_token"]
+    return row
 
 
 def _median(xs: list[float]) -> float:
@@ -93,17 +111,16 @@ def _median(xs: list[float]) -> float:
 
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(prog="python -m bench.client_cost", description=__doc__.split("\n")[0])
-    p.add_argument("--streams", default="64,256", help="comma list of concurrent streams")
-    p.add_argument("--short", type=float, default=6.0, help="seconds of the short run")
-    p.add_argument("--long", type=float, default=12.0, help="seconds of the long run")
+    p.add_argument("--streams", default="64,256", help="comma list of concurrent streams (per client)")
+    p.add_argument("--warmup", type=float, default=5.0, help="seconds before the first CPU reading")
+    p.add_argument("--window", type=float, default=8.0, help="seconds between the two CPU readings")
+    p.add_argument("--repeat", type=int, default=3, help="repeats; medians are reported")
     p.add_argument("--itl-ms", type=float, default=20.0)
     p.add_argument("--max-tokens", type=int, default=200)
-    p.add_argument("--repeat", type=int, default=3, help="paired repeats; medians are reported")
-    p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--users-only", action="store_true", help="users without the other packages' listeners")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
     args = p.parse_args(argv)
-    if args.users_only:
-        LOCUSTFILE[0] = "bench/users_only_locustfile.py"
+    locustfile = "bench/users_only_locustfile.py" if args.users_only else "locustfile.py"
     port = _free_port()
     server = subprocess.Popen(
         [PY, "-m", "server.scripted", "--port", str(port), "--ttft-ms", "50", "--itl-ms", str(args.itl_ms),
@@ -111,12 +128,8 @@ def main(argv: list[str] | None = None) -> None:
         cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip
     host = f"http://127.0.0.1:{port}"
-    out: dict = {
-        "locustfile": LOCUSTFILE[0],
-        "itl_ms": args.itl_ms,
-        "max_tokens": args.max_tokens,
-        "runs_s": [args.short, args.long],
-    }
+    out: dict = {"locustfile": locustfile, "itl_ms": args.itl_ms, "max_tokens": args.max_tokens,
+                 "warmup_s": args.warmup, "window_s": args.window}  # fmt: skip
     try:
         for _ in range(100):
             try:
@@ -125,15 +138,12 @@ def main(argv: list[str] | None = None) -> None:
             except OSError:
                 time.sleep(0.1)
         for n in (int(x) for x in args.streams.split(",")):
-            runs = []
-            for _ in range(args.repeat):  # users and bare reader back to back: both see the same machine
-                pair = {
-                    name: marginal_us(fn, host, n, args.short, args.long, args.max_tokens)
-                    for name, fn in CLIENTS.items()
-                }
-                pair["ratio"] = pair["users"]["us_per_token"] / pair["bare reader"]["us_per_token"]
-                runs.append(pair)
-            row = {name: {"us_per_token": _median([r[name]["us_per_token"] for r in runs])} for name in CLIENTS}
+            runs = [
+                side_by_side(host, n, args.warmup, args.window, args.max_tokens, locustfile) for _ in range(args.repeat)
+            ]
+            row: dict = {
+                k: {"us_per_token": _median([r[k]["us_per_token"] for r in runs])} for k in ("users", "bare reader")
+            }
             row["ratio"] = _median([r["ratio"] for r in runs])
             row["runs"] = runs
             out[str(n)] = row

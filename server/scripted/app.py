@@ -99,6 +99,8 @@ class Stream:
         self.usage = bool(opts.get("include_usage"))
         self.continuous = self.usage and bool(opts.get("continuous_usage_stats"))
         self.prompt_tokens = prompt_tokens
+        self.model_key = f"tokens_sent:{body.get('model') or ''}"
+        """Per-model token counter: lets two clients share one server and still be told apart."""
         rid = next(proto.ids)
         kind = "chat.completion.chunk" if chat else "text_completion"
         self.head = b'{"id":"cmpl-%d","object":"%b","created":%d,"model":"%b","choices":[' % (
@@ -153,6 +155,7 @@ class Stream:
             take = min(k, n - done)
             done += take
             s.stats["tokens_sent"] += take
+            s.stats[self.model_key] += take
             finish = b'"length"' if done == n else b"null"
             text = "".join(next(words) for _ in range(take))
             write(self._event(self._choice(text, finish), done if self.continuous else None))
