@@ -85,7 +85,7 @@ class SimApp:
 
     def __init__(self, engine: Engine, tokenizer: Tokenizer, vocab: Vocabulary, model_name: str,
                  max_model_len: int, eos_probability: float, rng: np.random.Generator,
-                 registry: CollectorRegistry, faults: Faults | None = None):
+                 registry: CollectorRegistry, faults: Faults | None = None, batcher: WriteBatcher | None = None):
         self.engine = engine
         self.tok = tokenizer
         self.vocab_size = tokenizer.get_vocab_size()
@@ -96,7 +96,8 @@ class SimApp:
         self.rng = rng
         self.registry = registry
         self.faults = faults
-        self.batcher = WriteBatcher()
+        self.batcher = batcher or WriteBatcher()
+        """Stream writes queued by the sinks; the engine flushes it (so the server's connections must share it)."""
         self.created = int(time.time())
         self._ids = itertools.count(1)
         self._id_prefix = os.urandom(4).hex()

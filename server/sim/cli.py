@@ -219,8 +219,7 @@ def build_app(s: SimSettings) -> tuple[SimApp, Engine]:
     collector = SimCollector(metrics, engine.gauges, s.model_name, cache_info, s.legacy_metrics)
     faults = Faults(s.fault_rate, s.fault_kinds, np.random.default_rng(seeds[2])) if s.fault_rate > 0 else None
     app = SimApp(engine, tok, vocab, s.model_name, s.sched.max_model_len, s.eos_probability,
-                 np.random.default_rng(seeds[3]), make_registry(collector), faults)
-    app.batcher = batcher
+                 np.random.default_rng(seeds[3]), make_registry(collector), faults, batcher)
     return app, engine
 
 
