@@ -19,7 +19,7 @@ pytestmark = [pytest.mark.vllm, pytest.mark.slow]
 
 INPUT, OUTPUT, BATCH = 64, 32, 2
 LENGTHS = ["--input-len", f"fixed:{INPUT}", "--output-len", f"fixed:{OUTPUT}", "--seed", "3"]
-SECONDS = 20
+SECONDS = 15
 
 
 def check_requests(run: LocustRun, batch: int = 1) -> dict:
