@@ -186,3 +186,27 @@ def test_eos_stops_early_with_stop_and_respects_min_tokens():
         events, _ = stream(proc.port, "/v1/completions", {"prompt": "x", "max_tokens": 30, "ignore_eos": True,
                                                           "stream_options": {"include_usage": True}})
         assert events[-1]["usage"]["completion_tokens"] == 30 and events[-2]["choices"][0]["finish_reason"] == "length"
+
+
+def test_client_disconnect_mid_stream_aborts_the_engine_request(sim):
+    import socket
+    import time
+
+    from tests.server.sim.helpers import metric_value
+
+    def aborted() -> float:
+        text = get(sim, "/metrics")[1].decode()
+        return metric_value(text, "vllm:request_success_total", {"finished_reason": "abort"})
+
+    before = aborted()
+    body = json.dumps({"prompt": "x", "max_tokens": 1500, "ignore_eos": True, "stream": True}).encode()
+    s = socket.create_connection(("127.0.0.1", sim), timeout=10)
+    s.sendall(b"POST /v1/completions HTTP/1.1\r\nhost: x\r\ncontent-length: %d\r\n\r\n%b" % (len(body), body))
+    assert b'"text"' in s.recv(65536)
+    s.close()
+    for _ in range(100):
+        if aborted() == before + 1:
+            break
+        time.sleep(0.05)
+    text = get(sim, "/metrics")[1].decode()
+    assert aborted() == before + 1 and metric_value(text, "vllm:num_requests_running") == 0
