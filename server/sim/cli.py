@@ -60,6 +60,16 @@ def _nonneg_int(text: str) -> int:
     return v
 
 
+def _port(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        v = -1
+    if not 0 <= v <= 65535:
+        raise argparse.ArgumentTypeError(f"expected a port number 0..65535 (0 = pick a free one), got {text!r}")
+    return v
+
+
 def _positive_float(text: str) -> float:
     try:
         v = float(text)
@@ -105,18 +115,22 @@ def _batch_cap(text: str) -> tuple[float, int]:
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="python -m server.sim", description="A vLLM-compatible OpenAI server that simulates the engine.")
     p.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1)")
-    p.add_argument("--port", type=_nonneg_int, default=8000, help="port; 0 picks a free one (printed at start)")
+    p.add_argument("--port", type=_port, default=8000, help="port; 0 picks a free one (printed at start)")
     p.add_argument("--profile", default=DEFAULT_PROFILE,
                    help=f"profile name ({', '.join(available())}) or path to a profile .json")
     p.add_argument("--served-model-name", help="model id served (default: the profile's)")
     p.add_argument("--tokenizer", default=DEFAULT_TOKENIZER, help="bundled tokenizer name or path to tokenizer.json")
     engine = p.add_argument_group("engine (vLLM's flags; default: the profile's)")
-    engine.add_argument("--max-num-seqs", type=_positive_int)
-    engine.add_argument("--max-num-batched-tokens", type=_positive_int)
-    engine.add_argument("--block-size", type=_positive_int)
-    engine.add_argument("--num-gpu-blocks", "--num-gpu-blocks-override", dest="num_gpu_blocks", type=_positive_int)
-    engine.add_argument("--max-model-len", type=_positive_int)
-    engine.add_argument("--enable-prefix-caching", action=argparse.BooleanOptionalAction, default=None)
+    engine.add_argument("--max-num-seqs", type=_positive_int, help="most sequences running in one step")
+    engine.add_argument("--max-num-batched-tokens", type=_positive_int,
+                        help="token budget of one step (decodes first, then chunked prefill)")
+    engine.add_argument("--block-size", type=_positive_int, help="tokens per KV block")
+    engine.add_argument("--num-gpu-blocks", "--num-gpu-blocks-override", dest="num_gpu_blocks", type=_positive_int,
+                        help="KV blocks in the pool (a smaller pool gives KV pressure and preemption)")
+    engine.add_argument("--max-model-len", type=_positive_int,
+                        help="longest prompt + output; lowered to the pool size when the profile's does not fit")
+    engine.add_argument("--enable-prefix-caching", action=argparse.BooleanOptionalAction, default=None,
+                        help="reuse cached full blocks of shared prompt prefixes")
     sim = p.add_argument_group("simulation")
     sim.add_argument("--time-scale", type=_positive_float, default=1.0,
                      help="run the clock S times faster than real time (default 1)")
@@ -128,7 +142,7 @@ def build_parser() -> argparse.ArgumentParser:
                      help="probability each draft token is accepted; a chunk carries 1 + accepted tokens")
     sim.add_argument("--eos-probability", type=_probability,
                      help="per-token EOS probability when ignore_eos is off (default: the profile's)")
-    sim.add_argument("--seed", type=int, default=0, help="seed of every random draw (default 0)")
+    sim.add_argument("--seed", type=_nonneg_int, default=0, help="seed of every random draw (default 0)")
     sim.add_argument("--legacy-metrics", action="store_true",
                      help="also export vllm:gpu_cache_usage_perc and vllm:time_per_output_token_seconds")
     faults = p.add_argument_group("fault injection")

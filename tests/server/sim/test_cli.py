@@ -18,6 +18,8 @@ from tests.support import PY, ROOT, Proc, wait_http
     (["--batch-cap-at", "15:0"], "T:N"),
     (["--max-num-seqs", "-3"], "positive integer"),
     (["--port", "http"], "--port"),
+    (["--port", "70000"], "0..65535"),
+    (["--seed", "-1"], "--seed"),
     (["--profile", "no-such-profile"], "no-such-profile"),
     (["--profile", "cpu-tiny", "--num-gpu-blocks", "4", "--max-model-len", "4096"], "KV pool"),
     (["--tokenizer", "/nonexistent/tok.json"], "--tokenizer"),
