@@ -10,19 +10,31 @@ The engine pool lives for this package only: the last server stops before the re
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 
-from tests.vllm.engine import EnginePool, Server, missing_reason
+from tests.vllm.engine import MODEL_DIR, EnginePool, Server, missing_reason
 
 
-@pytest.fixture(scope="package")
-def engine_pool(tmp_path_factory) -> EnginePool:
+def _require_engine() -> None:
     reason = missing_reason()
     if reason is not None:
         if os.environ.get("REQUIRE_VLLM") == "1":
             pytest.fail(f"REQUIRE_VLLM=1 but the real engine is unavailable: {reason}", pytrace=False)
         pytest.skip(f"real vLLM engine unavailable: {reason}")
+
+
+@pytest.fixture(scope="package")
+def model_dir() -> Path:
+    """The built tiny model folder (.cache/tiny-deepseek)."""
+    _require_engine()
+    return MODEL_DIR
+
+
+@pytest.fixture(scope="package")
+def engine_pool(tmp_path_factory) -> EnginePool:
+    _require_engine()
     pool = EnginePool(tmp_path_factory.mktemp("vllm"))
     yield pool
     pool.close()
