@@ -328,7 +328,7 @@ class _StreamChoice:
             if frames.kind == "chat":
                 ev = frames.role(self.index, sse.usage_bytes(self.prompt_tokens, 0) if st.continuous else None) + ev
         fault = st.fault
-        if fault is not None and req.num_output >= fault.at:
+        if fault is not None and (finished or req.num_output >= fault.at):  # an early EOS still gets its fault
             st.fault = None
             if fault.kind == "junk":
                 ev = sse.JUNK + ev

@@ -35,6 +35,10 @@ class UsageError(Exception):
     """A flag value the simulator cannot run with (reported in one line, exit 2)."""
 
 
+class EngineFailed(Exception):
+    """The engine loop raised (logged with its traceback); the server stopped."""
+
+
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # one line, no usage block
         self.exit(2, f"server.sim: error: {message}\n")
@@ -247,13 +251,22 @@ async def serve(s: SimSettings, ready: asyncio.Future | None = None) -> None:
         raise UsageError(f"cannot listen on {s.host}:{s.port}: {e.strerror or e}") from None
     port = server.sockets[0].getsockname()[1]
     engine_task = asyncio.create_task(engine.run())
+    stop = asyncio.Event()
+    failure: list[BaseException] = []
+
+    def _engine_done(task: asyncio.Task) -> None:  # a dead engine would hang every client: stop the server
+        if not task.cancelled() and task.exception() is not None:
+            failure.append(task.exception())
+            log.error("engine loop failed", exc_info=task.exception())
+            stop.set()
+
+    engine_task.add_done_callback(_engine_done)
     for note in s.notes:
         log.info(note)
     print(f"server.sim listening on http://{s.host}:{port} profile={s.profile.name} model={s.model_name} "
           f"time_scale={s.time_scale:g}", flush=True)
     if ready is not None:
         ready.set_result(port)
-    stop = asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         try:
             loop.add_signal_handler(sig, stop.set)
@@ -265,6 +278,8 @@ async def serve(s: SimSettings, ready: asyncio.Future | None = None) -> None:
         engine.stop()
         server.close()
         engine_task.cancel()
+    if failure:
+        raise EngineFailed(str(failure[0]))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -276,6 +291,9 @@ def main(argv: list[str] | None = None) -> int:
     except UsageError as e:
         print(f"server.sim: error: {e}", file=sys.stderr)
         return 2
+    except EngineFailed as e:
+        print(f"server.sim: engine failed: {e}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         pass
     return 0
