@@ -30,8 +30,11 @@ _WORDS = (" the", " of", " and", " to", " in", " is", " for", " on", " that", " 
 _REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 429: "Too Many Requests", 500: "Internal Server Error"}
 _SSE_HEAD = (
     b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream; charset=utf-8\r\ncache-control: no-cache\r\n"
-    b"transfer-encoding: chunked\r\n\r\n"
+    b"transfer-encoding: chunked\r\nx-scripted-start: %.6f\r\n\r\n"
 )
+"""``x-scripted-start``: the request's clock origin (CLOCK_MONOTONIC seconds, the clock of Python's
+time.monotonic() and time.perf_counter() on Linux), so a client on the same host can see when the
+server started the request's schedule."""
 
 
 @dataclass
@@ -127,7 +130,7 @@ class Stream:
     async def run(self, t_start: float) -> None:
         loop = asyncio.get_running_loop()
         s, write = self.script, self.proto.transport.write
-        write(_SSE_HEAD)
+        write(_SSE_HEAD % t_start)
         if self.chat:  # role-only chunk at once, like vLLM: it carries no token
             role = b'{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}'
             write(self._event(role, 0 if self.continuous else None))
