@@ -71,8 +71,22 @@ def test_seeded_generator_repeats_and_workers_differ() -> None:
 
 @pytest.mark.parametrize(
     "spec",
-    ["foo:1", "fixed", "fixed:0", "fixed:x", "uniform:5", "uniform:9:3", "normal:1", "normal:10:-1",
-     "lognormal:0:1", "zipf:0:1:10", "zipf:1.2:10", "file:/no/such/file", "", "normal:nan:1"],
+    [
+        "foo:1",
+        "fixed",
+        "fixed:0",
+        "fixed:x",
+        "uniform:5",
+        "uniform:9:3",
+        "normal:1",
+        "normal:10:-1",
+        "lognormal:0:1",
+        "zipf:0:1:10",
+        "zipf:1.2:10",
+        "file:/no/such/file",
+        "",
+        "normal:nan:1",
+    ],
 )
 def test_bad_specs_name_the_expected_forms(spec: str) -> None:
     with pytest.raises(ValueError) as e:

@@ -49,8 +49,13 @@ def test_align_targets_the_servers_count() -> None:
 def test_file_prompts_sharegpt_and_plain(tmp_path) -> None:
     f = tmp_path / "d.jsonl"
     rows = [
-        {"conversations": [{"from": "system", "value": "s"}, {"from": "human", "value": "hello world"},
-                           {"from": "gpt", "value": "hi"}]},
+        {
+            "conversations": [
+                {"from": "system", "value": "s"},
+                {"from": "human", "value": "hello world"},
+                {"from": "gpt", "value": "hi"},
+            ]
+        },
         {"prompt": "one two three"},
     ]
     f.write_text("\n".join(json.dumps(r) for r in rows) + "\n\n")
