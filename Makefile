@@ -56,6 +56,7 @@ lint: install
 bench: install
 	$(BIN)/python -m bench.client_cost
 	$(BIN)/python -m bench.sim_speed
+	$(BIN)/python -m bench.recorder_memory
 
 clean:
 	rm -rf results .pytest_cache
