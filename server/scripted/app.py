@@ -214,7 +214,10 @@ class Connection(asyncio.Protocol):
         self.buf = self.buf[end + 4 + length :]
         method, path, *_ = head[0].split(" ") + ["", ""]
         self.busy = True
-        task = asyncio.get_running_loop().create_task(self._guarded(method, path.split("?")[0], body))
+        loop = asyncio.get_running_loop()
+        # the request's clock starts when its last byte is read: 64 requests arriving together must not
+        # start their schedules one after the other, each behind its neighbours' JSON and token counting
+        task = loop.create_task(self._guarded(method, path.split("?")[0], body, loop.time()))
         task.add_done_callback(lambda _t: self._done(close))
 
     def _done(self, close: bool) -> None:
@@ -230,16 +233,15 @@ class Connection(asyncio.Protocol):
         head = f"HTTP/1.1 {status} {reason}\r\ncontent-type: application/json\r\ncontent-length: {len(body)}\r\n\r\n"
         self.transport.write(head.encode() + body)
 
-    async def _guarded(self, method: str, path: str, raw: bytes) -> None:
+    async def _guarded(self, method: str, path: str, raw: bytes, t_start: float) -> None:
         try:
-            await self._handle(method, path, raw)
+            await self._handle(method, path, raw, t_start)
         except Exception as e:  # a bad request body: drop the connection, say why on stderr
             print(f"scripted: {method} {path}: {e!r}", file=sys.stderr, flush=True)
             self.transport.abort()
 
-    async def _handle(self, method: str, path: str, raw: bytes) -> None:
+    async def _handle(self, method: str, path: str, raw: bytes, t_start: float) -> None:
         s = self.script
-        t_start = asyncio.get_running_loop().time()
         if method == "GET" and path == "/v1/models":
             return self._send(200, {"object": "list", "data": [{"id": s.model, "object": "model"}]})
         if method == "GET" and path in ("/health", "/stats"):
@@ -322,6 +324,8 @@ def main(argv: list[str] | None = None) -> None:
         from tokenizer_checks.bundled import load_tokenizer  # noqa: PLC0415
 
         tokenizer = load_tokenizer(args.tokenizer)
+        # the first encode and the chat-template import happen now, not inside the first requests' clocks
+        Script(0, 0, 1, None, tokenizer=tokenizer).count_prompt({"messages": [{"role": "user", "content": "w"}]}, True)
     script = Script(
         ttft=args.ttft_ms / 1000,
         itl=args.itl_ms / 1000,

@@ -31,6 +31,7 @@ def _dump(environment, **_kw) -> None:
         if r is not None:
             row.update(
                 ok=r.ok,
+                t0=r.t0,
                 kind=r.error_kind,
                 ttft=r.ttft_s,
                 e2e=r.e2e_s,

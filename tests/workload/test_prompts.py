@@ -72,3 +72,18 @@ def test_bad_prompt_file_says_which_line(tmp_path) -> None:
     f.write_text('{"prompt": "ok"}\n{"nothing": 1}\n')
     with pytest.raises(ValueError, match=":2:"):
         load_prompt_file(f)
+
+
+def test_sampled_verification_catches_a_mismatch_and_then_checks_every_prompt() -> None:
+    src = SyntheticPrompts(TOK, chat=False, verify_every=64)
+    rng = np.random.default_rng(0)
+    for _ in range(200):
+        p = src.build(rng, 50)
+        assert p.tokens == 50 == server_count(p.text, False)  # exact whether or not this one was re-encoded
+    assert src.mismatches == 0 and src.verify_every == 64
+    src.count.overhead = 1  # simulate a tokenizer whose prompts come out one token short of the plan
+    p = src.build(rng, 50)  # built 201: not a sampled one, so the plan is trusted...
+    src.built = 255  # ...and the 256th is re-encoded: the mismatch is found and repaired
+    p = src.build(rng, 50)
+    assert src.mismatches == 1 and src.verify_every == 1
+    assert p.tokens == server_count(p.text, False)
