@@ -8,7 +8,7 @@ second to second, and only the ratio of two clients measured in the same window 
 
 The cost is MARGINAL: each client's CPU time (/proc/PID/stat, user + system) and the tokens the
 server streamed to it (counted per model) are read at two instants of the run — after a warm-up
-(imports, tokenizer, all streams started) and a window later — so start-up never enters the figure:
+(both clients streaming for ``--warmup`` seconds) and a window later — so start-up never enters the figure:
 µs/token = (cpu_b - cpu_a) / (tokens_b - tokens_a). Repeats give medians and every repeat's ratio.
 
     python -m bench.client_cost                       # 64 and 256 streams, 3 repeats
@@ -69,7 +69,7 @@ def bare_argv(host: str, streams: int, seconds: float, max_tokens: int) -> list[
 
 def side_by_side(host: str, streams: int, warmup: float, window: float, max_tokens: int, locustfile: str) -> dict:
     """One repeat: both clients at once; their marginal µs/token over the same window."""
-    seconds = warmup + window + 2
+    seconds = 15 + warmup + window
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "HF_HUB_OFFLINE": "1"}
     procs = {
         "users": users_argv(host, streams, seconds, max_tokens, locustfile),
@@ -81,6 +81,13 @@ def side_by_side(host: str, streams: int, warmup: float, window: float, max_toke
     }
     keys = {"users": "tokens_sent:users", "bare reader": "tokens_sent:bare"}
     try:
+        # the window opens `warmup` seconds after BOTH clients streamed their first tokens: start-up
+        # (imports, tokenizer, test_start look-ups) takes from 2 to 10 s on a busy machine
+        deadline = time.monotonic() + 60
+        while not all(_stats(host).get(key, 0) > 0 for key in keys.values()):
+            if time.monotonic() > deadline or any(p.poll() is not None for p in running.values()):
+                raise FileNotFoundError
+            time.sleep(0.2)
         time.sleep(warmup)
         s0 = _stats(host)
         c0 = {k: _cpu_s(p.pid) for k, p in running.items()}
@@ -90,7 +97,8 @@ def side_by_side(host: str, streams: int, warmup: float, window: float, max_toke
     except (FileNotFoundError, ProcessLookupError):
         errs = {k: p.communicate(timeout=30)[1].decode(errors="replace")[-2000:] for k, p in running.items()}
         raise SystemExit(f"a client ended early: {errs}") from None
-    for p in running.values():
+    for p in running.values():  # the window is read: stop both now rather than at their -t
+        p.terminate()
         p.communicate(timeout=60)
     row: dict = {}
     for k in running:
@@ -112,7 +120,7 @@ def _median(xs: list[float]) -> float:
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(prog="python -m bench.client_cost", description=__doc__.split("\n")[0])
     p.add_argument("--streams", default="64,256", help="comma list of concurrent streams (per client)")
-    p.add_argument("--warmup", type=float, default=5.0, help="seconds before the first CPU reading")
+    p.add_argument("--warmup", type=float, default=3.0, help="seconds of streaming before the first CPU reading")
     p.add_argument("--window", type=float, default=8.0, help="seconds between the two CPU readings")
     p.add_argument("--repeat", type=int, default=3, help="repeats; medians are reported")
     p.add_argument("--itl-ms", type=float, default=20.0)
