@@ -36,7 +36,7 @@ from users.sse import SSEParser
 from users.tally import StreamFault, StreamTally
 from users.watchdog import Stalled
 
-_RECV = 65536
+_RECV = 16384  # bytes per read: several events when the client falls behind; cheaper to allocate than 64 KiB
 _ERROR_BODY_LIMIT = 64 * 1024
 _QUOTE = 300
 _cfeed = HTTPResponseParser.feed  # the C parser itself (the Python wrapper only adds a HEAD-request repair)
