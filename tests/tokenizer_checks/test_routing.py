@@ -103,9 +103,16 @@ def test_option_type_validator_and_reader():
 
 
 def test_option_registered_on_locust_parser(monkeypatch):
-    from locust.argument_parser import get_parser
+    from locust.argument_parser import get_empty_argument_parser, setup_parser_arguments
 
     from tokenizer_checks.options import add_arguments
+
+    def get_parser():
+        # Locust's own parser without firing the global init_command_line_parser event: another test may
+        # have imported locustfile.py, whose listener would register --route-table a second time.
+        parser = get_empty_argument_parser(add_help=True)
+        setup_parser_arguments(parser)
+        return parser
 
     parser = get_parser()
     add_arguments(parser)
