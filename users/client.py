@@ -1,14 +1,16 @@
 """Send one LLM request over geventhttpclient (Locust's FastHttpUser transport) and time it ourselves.
 
 Locust's own ``response_time`` for a stream stops at the headers; here every read of the body is
-stamped with ``time.perf_counter()`` as it returns, the SSE events it completes are classified, and
-the request ends as ONE frozen :class:`~users.result.GenerationResult`, ok or with an error kind:
+stamped with the time its bytes reached the host — the kernel's receive timestamp (Linux
+``SO_TIMESTAMPNS``, mapped onto ``time.perf_counter()``), so a client busy with other streams does not
+delay the stamp; elsewhere ``perf_counter()`` as the read returns. The SSE events a read completes are
+classified, and the request ends as ONE frozen :class:`~users.result.GenerationResult`, ok or failed:
 
     http = user.client.client.clientpool.get_client(URL(host))   # geventhttpclient.HTTPClient
     result = exchange(http, call, t0=time.perf_counter(), inflight=board, count_text=count)
 
 Error kinds: ``http_4xx`` / ``http_5xx`` / ``http_429`` (quoting the server's body, truncated),
-``timeout`` (no byte for the socket's network timeout, i.e. ``--request-timeout``), ``connection``
+``timeout`` (no byte for ``--request-timeout``: users.watchdog, or the socket timeout without it), ``connection``
 (no response: refused, reset, closed before the headers), ``stream_cut`` (the stream ended or broke
 without ``[DONE]`` and a ``finish_reason``), ``bad_chunk`` (an unparseable data line), ``server_error``
 (an error object inside a 200 stream), ``empty`` (no token at all).
@@ -19,6 +21,8 @@ framer call and one tally call per read; no per-event Python beyond ``orjson.loa
 
 from __future__ import annotations
 
+import socket
+import struct
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -39,6 +43,8 @@ from users.watchdog import Stalled
 _RECV = 16384  # bytes per read: several events when the client falls behind; cheaper to allocate than 64 KiB
 _ERROR_BODY_LIMIT = 64 * 1024
 _QUOTE = 300
+_SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35)  # Linux; SCM_TIMESTAMPNS has the same value
+_unpack_ts = struct.Struct("qq").unpack_from  # struct timespec
 _cfeed = HTTPResponseParser.feed  # the C parser itself (the Python wrapper only adds a HEAD-request repair)
 
 
@@ -144,17 +150,27 @@ def _read_stream(resp: HTTPSocketPoolResponse, tally: StreamTally) -> None:
     parse = parser.feed
     add = tally.add
     pending: list[bytearray] = []
+    sock = resp._sock
+    stamped = _kernel_stamps(sock)
+    offset = time.time() - perf()  # CLOCK_REALTIME -> perf_counter, per request (NTP slew is ppm)
     if resp._body_buffer:  # body bytes that came with the headers
         pending.append(bytearray(resp._body_buffer))
         del resp._body_buffer[:]
     resp._on_body = pending.append
-    sock = resp._sock
     if pending:
         add(parse(pending.pop()), perf())
+    recvmsg = sock.recvmsg
     try:
         while not resp.message_complete:
-            data = sock.recv(_RECV)
-            tally.last = t = perf()
+            if stamped:
+                data, anc, _flags, _addr = recvmsg(_RECV, 64)
+                tally.last = t = perf()
+                if anc:  # when the bytes reached this host, not when this greenlet got to read them
+                    sec, ns = _unpack_ts(anc[0][2])
+                    t = min(t, sec + ns * 1e-9 - offset)
+            else:
+                data = sock.recv(_RECV)
+                tally.last = t = perf()
             _cfeed(resp, data)  # b"" at EOF completes a body delimited by the connection's end
             if not data and not resp.message_complete:
                 raise LLMError("stream_cut", f"connection closed mid-stream after {tally.out} tokens")
@@ -169,6 +185,15 @@ def _read_stream(resp: HTTPSocketPoolResponse, tally: StreamTally) -> None:
     except (OSError, HTTPParseError) as e:
         raise LLMError("stream_cut", f"{type(e).__name__} after {tally.out} tokens: {e}") from None
     add(parser.close(), perf())
+
+
+def _kernel_stamps(sock) -> bool:
+    """Ask the kernel to stamp every read with the time its bytes arrived (Linux SO_TIMESTAMPNS)."""
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, _SO_TIMESTAMPNS, 1)
+        return True
+    except (OSError, AttributeError):
+        return False
 
 
 def _read_all(resp: HTTPSocketPoolResponse, limit: int | None) -> bytes:
