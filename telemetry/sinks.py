@@ -99,7 +99,8 @@ def write_csv(summary: dict, prefix: str) -> tuple[str, str]:
     with open(stages_path, "w", newline="") as fh:
         w = csv.writer(fh)
         cols = ("name", "users", "rate", "input_len", "start_s", "end_s", "requests", "output_per_s",
-                "prompt_tokens_mean", "client_kv_block_fill", "server_kv_usage_mean", "preemptions")  # fmt: skip
+                "prompt_tokens_mean", "client_kv_block_fill", "server_kv_usage_mean", "server_kv_usage_max",
+                "preemptions")  # fmt: skip
         w.writerow([*cols, "ttft_p50_ms", "ttft_p99_ms", "itl_p50_ms", "itl_p99_ms", "tpot_p50_ms", "e2e_p99_ms"])
         for st in summary["stages"]:
             w.writerow([*(st[c] for c in cols), st["ttft_ms"]["p50"], st["ttft_ms"]["p99"], st["itl_ms"]["p50"],

@@ -76,9 +76,12 @@ def stage_spans(hub: TelemetryHub, duration_s: float) -> list[tuple[object, floa
     if not history:
         names = sorted({k[1] for k in hub.merged.cells}) or ["main"]
         return [(Stage(n), 0.0, duration_s) for n in names]
+    last_end = duration_s
+    if board is not None and board.closed_at is not None:  # the shape's own end, not the end of the stopping
+        last_end = min(duration_s, max(0.0, board.closed_at[0] - hub.t0_wall))
     spans = []
     for i, (st, start) in enumerate(history):
-        end = history[i + 1][1] if i + 1 < len(history) else duration_s
+        end = history[i + 1][1] if i + 1 < len(history) else last_end
         spans.append((st, start, max(end, start)))
     return spans
 
@@ -117,6 +120,7 @@ def _stage_entry(hub: TelemetryHub, stage, start_s: float, end_s: float) -> dict
         "e2e_ms": q_ms(Recorder.merged_sketch(cells, "e2e")),
         "client_kv_block_fill": kv.ratio_sum / kv.samples if kv and kv.samples else None,
         "server_kv_usage_mean": _mean(kv_usage),
+        "server_kv_usage_max": max(kv_usage) if kv_usage else None,
         "preemptions": int(preempt) if preempt is not None else None,
     }
 

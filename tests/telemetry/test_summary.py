@@ -22,7 +22,8 @@ STAGE = {"name": str, "users": (int, type(None)), "rate": (float, type(None)), "
          "start_s": float, "end_s": float, "requests": int, "output_per_s": (float, type(None)),
          "prompt_tokens_mean": (float, type(None)), "client_queue_ms": dict, "ttft_ms": dict, "itl_ms": dict,
          "tpot_ms": dict, "e2e_ms": dict, "client_kv_block_fill": (float, type(None)),
-         "server_kv_usage_mean": (float, type(None)), "preemptions": (int, type(None))}  # fmt: skip
+         "server_kv_usage_mean": (float, type(None)), "server_kv_usage_max": (float, type(None)),
+         "preemptions": (int, type(None))}  # fmt: skip
 
 
 def _is_q(q: dict) -> bool:
@@ -117,6 +118,7 @@ def test_sinks_json_csv_and_on_summary(run, tmp_path, capsys):
     assert float(ttft_all["p99_ms"]) == pytest.approx(saved["ttft_ms"]["p99"])
     stages = list(csv.DictReader(open(tmp_path / "csv" / "run_llm_stages.csv")))
     assert [r["name"] for r in stages] == ["warm", "users=2", "users=4"] and stages[2]["requests"] == "60"
+    assert "server_kv_usage_max" in stages[2] and "server_kv_usage_mean" in stages[2]
     out = capsys.readouterr().out
     assert "TTFT" in out and "users=4" in out and "stream_cut 1" in out
 
@@ -191,3 +193,39 @@ def test_server_series_feed_the_server_section_and_stage_rows(run):
     assert four["server_kv_usage_mean"] == pytest.approx(0.9) and four["preemptions"] == 3
     assert s["timeseries"]["server"] == FakeScraper.series
     hub.scraper = None
+
+
+def test_stage_server_kv_usage_mean_and_max(run):
+    env, hub = run
+    hub.plugin.pump_local()
+    four_start = hub.summary()["stages"][2]["start_s"]
+
+    class FakeScraper:
+        metric_names = "vllm-v1"
+        successes, failures = 3, 0
+        series = [{"t": four_start - 1e-3, "kv_cache_usage": 0.99},  # before the stage: in neither figure
+                  {"t": four_start + 1e-3, "kv_cache_usage": 0.3},
+                  {"t": four_start + 2e-3, "kv_cache_usage": 0.7}]  # fmt: skip
+        latest = series[-1]
+
+    hub.scraper = FakeScraper()
+    hub.t_end_wall = hub.t0_wall + four_start + 1.0
+    four = hub.summary()["stages"][2]
+    hub.scraper = None
+    assert four["server_kv_usage_mean"] == pytest.approx(0.5) and four["server_kv_usage_max"] == pytest.approx(0.7)
+
+
+def test_last_stage_ends_when_the_shape_closed_the_board(run):
+    env, hub = run
+    hub.plugin.pump_local()
+    board = env.llm_stage_board
+    board.close()
+    closed_s = board.closed_at[0] - hub.t0_wall
+    hub.t_end_wall = board.closed_at[0] + 2.0  # the process took 2 s more to stop
+    s = hub.summary()
+    last = s["stages"][-1]
+    assert last["end_s"] == pytest.approx(closed_s) and s["duration_s"] == pytest.approx(closed_s + 2.0)
+    span = last["end_s"] - last["start_s"]
+    assert last["output_per_s"] == pytest.approx(600 / span)  # 60 requests x 10 tokens over the stage's own span
+    board.closed_at = None  # not closed: the last stage runs to the end of the run
+    assert hub.summary()["stages"][-1]["end_s"] == pytest.approx(closed_s + 2.0)
