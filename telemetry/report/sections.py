@@ -140,11 +140,12 @@ def stages(s: Mapping) -> str:
             ms(qv(st.get("ttft_ms"), "p50")), ms(qv(st.get("ttft_ms"), "p99")), ms(qv(st.get("itl_ms"), "p50")),
             ms(qv(st.get("itl_ms"), "p99")), ms(qv(st.get("tpot_ms"), "p99")), ms(qv(st.get("e2e_ms"), "p99")),
             ms(qv(st.get("client_queue_ms"), "p99")), ratio(st.get("client_kv_block_fill")),
-            ratio(st.get("server_kv_usage_mean")), num(st.get("preemptions")),
+            ratio(st.get("server_kv_usage_mean")), ratio(st.get("server_kv_usage_max")), num(st.get("preemptions")),
         ]
         rows.append(f"<tr{mark}>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
     headers = ["stage", "users", "rate", "input len", "s", "requests", "out tok/s", "TTFT p50", "TTFT p99", "ITL p50",
-               "ITL p99", "TPOT p99", "E2E p99", "queue p99", "client KV fill", "server KV mean", "preempt."]
+               "ITL p99", "TPOT p99", "E2E p99", "queue p99", "client KV fill", "server KV mean", "server KV max",
+               "preempt."]
     head = "".join(f"<th>{escape(h)}</th>" for h in headers)
     parts.append(f'<table class="num"><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table>')
     return section("stages", "Stages", *parts)

@@ -34,7 +34,8 @@ def sweep_summary(seed: int = 1) -> dict:
             "prompt_tokens_mean": 512.0, "client_queue_ms": q(0.1, 0.4),
             "ttft_ms": q(60 + 8 * u + 900 * sat, 110 + 14 * u + 2600 * sat), "itl_ms": q(8 + 0.4 * u, 12 + 1.1 * u),
             "tpot_ms": q(8.5 + 0.4 * u, 10 + 0.8 * u), "e2e_ms": q(2000 + 120 * u, 2600 + 200 * u),
-            "client_kv_block_fill": 0.96, "server_kv_usage_mean": min(0.99, 0.03 * u), "preemptions": int(40 * sat),
+            "client_kv_block_fill": 0.96, "server_kv_usage_mean": min(0.99, 0.03 * u),
+            "server_kv_usage_max": min(0.99, 0.03 * u + 0.045), "preemptions": int(40 * sat),
         })
         t += 30
     series = []

@@ -63,6 +63,8 @@ def test_sweep_report_has_every_plot():
     assert re.search(r'<tr class="knee"><td>users=16</td>', html)
     # stage table, SLO verdicts and attribution text
     assert html.count("<td>users=") == 6
+    # users=8: server KV mean 0.24 then max 0.28, each in its own column
+    assert "<th>server KV mean</th><th>server KV max</th>" in html and "<td>0.24</td><td>0.28</td>" in html
     assert "ttft_p99_ms" in html and '<span class="badge bad">FAIL</span>' in html
     assert "TTFT p99 3.1× at t=160–170s with 41 waiting, KV 0.99, 12 preemptions" in html
     assert "client TTFT mean 860 ms = server queue 580" in html
