@@ -49,16 +49,8 @@ def console_table(s: dict) -> str:
         )
     if s["client_kv_block_fill"]["mean"] is not None:
         lines.append(f"client KV block fill (blocks of 16): mean {s['client_kv_block_fill']['mean']:.1%}")
-    if len(s["stages"]) > 1:
-        lines.append(f"{'stage':<22}{'users':>6}{'rate':>7}{'reqs':>7}{'tok/s':>9}{'TTFT p50':>10}{'TTFT p99':>10}"
-                     f"{'ITL p50':>9}{'ITL p99':>9}{'TPOT p50':>10}{'E2E p99':>10}{'KV srv':>8}")  # fmt: skip
-        for st in s["stages"]:
-            lines.append(
-                f"{st['name'][:21]:<22}{_f(st['users'], '{}'):>6}{_f(st['rate'], '{:g}'):>7}{st['requests']:>7}"
-                f"{_f(st['output_per_s']):>9}{_f(st['ttft_ms']['p50']):>10}{_f(st['ttft_ms']['p99']):>10}"
-                f"{_f(st['itl_ms']['p50']):>9}{_f(st['itl_ms']['p99']):>9}{_f(st['tpot_ms']['p50']):>10}"
-                f"{_f(st['e2e_ms']['p99']):>10}{_f(st['server_kv_usage_mean'], '{:.0%}'):>8}"
-            )
+    if _has_stage_table(s["stages"]):
+        lines.extend(stage_table(s["stages"], s.get("saturation")))
     if s["slo"]["checks"]:
         verdict = "passed" if s["slo"]["passed"] else "FAILED"
         parts = ", ".join(
@@ -71,6 +63,72 @@ def console_table(s: dict) -> str:
             f"WARNING: worker(s) lost mid-run, numbers hold only what they reported: {', '.join(s['workers_lost'])}"
         )
     return "\n".join(lines)
+
+
+def _ms(v) -> str:
+    """A latency in ms with about three significant digits (0.42, 12.3, 412)."""
+    if v is None:
+        return "-"
+    return f"{v:.2f}" if v < 10 else f"{v:.1f}" if v < 100 else f"{v:.0f}"
+
+
+def _pair(q: dict | None) -> str:
+    q = q or {}
+    return f"{_ms(q.get('p50'))}/{_ms(q.get('p99'))}"
+
+
+def _load(st: dict) -> str:
+    if st.get("rate") is not None:
+        return f"{st['rate']:g} req/s"
+    return "-" if st.get("users") is None else f"{st['users']} users"
+
+
+def _has_stage_table(stages: list[dict]) -> bool:
+    """A shape ran (several stages, or one not called ``main``)."""
+    return len(stages) > 1 or (len(stages) == 1 and stages[0]["name"] != "main")
+
+
+STAGE_LINE2 = (("TTFT p50/p99", 17), ("ITL p50/p99", 15), ("TPOT p50/p99", 15), ("client KV fill", 16),
+               ("server KV mean/max", 20), ("preempt", 9), ("queue p50/p99", 15))  # fmt: skip
+"""Second line of a stage row: (heading, width). Latencies in ms."""
+
+
+def stage_table(stages: list[dict], saturation: dict | None) -> list[str]:
+    """Two lines per stage (load and throughput; latency and KV), full stage names, then the saturation verdict.
+
+    Column widths follow the longest stage name and input SPEC, so nothing is cut off. Warm-up stages are
+    shown with a ``*``: their requests are left out of the run's totals and of the verdict.
+    """
+    names = [st["name"] + (" *" if st.get("warmup") else "") for st in stages]
+    inputs = [str(st.get("input_len") or "-") for st in stages]
+    wn = max(len("stage"), *map(len, names)) + 2
+    wi = max(len("input"), *map(len, inputs)) + 2
+    rate_mode = any(st.get("rate") is not None for st in stages)
+    second = [(h, w) for h, w in STAGE_LINE2 if rate_mode or h != "queue p50/p99"]
+    out = [
+        "per stage (latencies in ms; each stage on two lines"
+        + ("; * = warm-up, left out of the totals" if any(st.get("warmup") for st in stages) else "")
+        + ")",
+        f"{'stage':<{wn}}{'load':<14}{'input':<{wi}}{'requests':>9}{'prompt tok':>12}{'out tok/s':>11}",
+        "    " + "".join(f"{h:>{w}}" for h, w in second),
+    ]
+    for st, name, inp in zip(stages, names, inputs, strict=True):
+        out.append(f"{name:<{wn}}{_load(st):<14}{inp:<{wi}}{st['requests']:>9}"
+                   f"{_f(st.get('prompt_tokens_mean')):>12}{_f(st.get('output_per_s')):>11}")  # fmt: skip
+        kv = f"{_f(st.get('server_kv_usage_mean'), '{:.1%}')}/{_f(st.get('server_kv_usage_max'), '{:.1%}')}"
+        values = {
+            "TTFT p50/p99": _pair(st.get("ttft_ms")),
+            "ITL p50/p99": _pair(st.get("itl_ms")),
+            "TPOT p50/p99": _pair(st.get("tpot_ms")),
+            "client KV fill": _f(st.get("client_kv_block_fill"), "{:.1%}"),
+            "server KV mean/max": kv,
+            "preempt": _f(st.get("preemptions"), "{}"),
+            "queue p50/p99": _pair(st.get("client_queue_ms")) if st.get("rate") is not None else "-",
+        }
+        out.append("    " + "".join(f"{values[h]:>{w}}" for h, w in second))
+    if saturation:
+        out.append(f"saturation: {saturation.get('stage') or 'none'} ({saturation.get('reason', '')})")
+    return out
 
 
 def _parent(path: str) -> None:
