@@ -1,8 +1,10 @@
 """Prometheus exporter on the master: a custom collector over the hub's merged state, in a private registry.
 
-Names and labels follow DESIGN.md "Prometheus metrics". Histograms come from the merged
-fixed-bucket counts (vLLM's boundaries), ``llm_latency_quantile_seconds`` from the merged
-sketches, server gauges are relayed from the latest scrape.
+Names and labels follow DESIGN.md "Prometheus metrics"; with ``--route-table`` the ``llm_*`` histograms and
+counters also carry a ``version`` label (the route version each request went to; "" for none), without it
+the label set is DESIGN.md's exactly (the Grafana dashboard sums over labels, so it reads both).
+Histograms come from the merged fixed-bucket counts (vLLM's boundaries), ``llm_latency_quantile_seconds``
+from the merged sketches, server gauges are relayed from the latest scrape.
 
     exporter = Exporter(hub, host="127.0.0.1", port=9646); exporter.start()   # port 0 = any free port
     exporter.registry.get_sample_value("llm_requests_total", {...})
@@ -53,42 +55,49 @@ class LLMCollector(Collector):
     def __init__(self, hub: TelemetryHub) -> None:
         self.hub = hub
 
+    def versioned(self) -> bool:
+        """Label by route version: with ``--route-table`` (or results that carry a version), else DESIGN.md's set."""
+        options = self.hub.options
+        return bool(getattr(options, "route_table", None)) or any(k[2] for k in self.hub.merged.cells)
+
     def collect(self):
         hub = self.hub
-        by_uc_stage: dict[tuple[str, str], list] = defaultdict(list)
-        for (uc, stage, _version), cell in hub.merged.cells.items():
-            by_uc_stage[(uc, stage)].append(cell)
-        yield from self._histograms(by_uc_stage)
-        yield from self._counters(by_uc_stage)
+        versioned = self.versioned()
+        labels = ["user_class", "stage", "version"] if versioned else ["user_class", "stage"]
+        groups: dict[tuple[str, ...], list] = defaultdict(list)
+        for (uc, stage, version), cell in hub.merged.cells.items():
+            groups[(uc, stage, version or "") if versioned else (uc, stage)].append(cell)
+        yield from self._histograms(groups, labels)
+        yield from self._counters(groups, labels)
         yield from self._gauges()
 
-    def _histograms(self, groups):
+    def _histograms(self, groups, labels):
         for metric, (name, doc) in HISTOGRAMS.items():
-            fam = HistogramMetricFamily(name, doc, labels=["user_class", "stage"])
-            for (uc, stage), cells in sorted(groups.items()):
+            fam = HistogramMetricFamily(name, doc, labels=labels)
+            for key, cells in sorted(groups.items()):
                 h = BucketHistogram(BOUNDS[metric])
                 for c in cells:
                     h.merge(c.hists[metric])
                 buckets = [
                     (floatToGoString(le) if not math.isinf(le) else "+Inf", float(n)) for le, n in h.cumulative()
                 ]
-                fam.add_metric([uc, stage], buckets, h.sum)
+                fam.add_metric(list(key), buckets, h.sum)
             yield fam
 
-    def _counters(self, groups):
+    def _counters(self, groups, labels):
         req = CounterMetricFamily("llm_requests", "LLM requests by outcome and error kind",
-                                  labels=["user_class", "stage", "outcome", "error_kind"])  # fmt: skip
-        prompt = CounterMetricFamily("llm_prompt_tokens", "Prompt tokens sent", labels=["user_class", "stage"])
-        output = CounterMetricFamily("llm_output_tokens", "Output tokens received", labels=["user_class", "stage"])
-        for (uc, stage), cells in sorted(groups.items()):
+                                  labels=[*labels, "outcome", "error_kind"])  # fmt: skip
+        prompt = CounterMetricFamily("llm_prompt_tokens", "Prompt tokens sent", labels=labels)
+        output = CounterMetricFamily("llm_output_tokens", "Output tokens received", labels=labels)
+        for key, cells in sorted(groups.items()):
             outcomes: dict[str, int] = defaultdict(int)
             for c in cells:
                 for k, n in c.outcomes.items():
                     outcomes[k] += n
             for k, n in sorted(outcomes.items()):
-                req.add_metric([uc, stage, "ok" if k == "ok" else "error", "" if k == "ok" else k], n)
-            prompt.add_metric([uc, stage], sum(c.prompt_tokens for c in cells))
-            output.add_metric([uc, stage], sum(c.output_tokens for c in cells))
+                req.add_metric([*key, "ok" if k == "ok" else "error", "" if k == "ok" else k], n)
+            prompt.add_metric(list(key), sum(c.prompt_tokens for c in cells))
+            output.add_metric(list(key), sum(c.output_tokens for c in cells))
         yield req
         yield prompt
         yield output

@@ -132,3 +132,30 @@ def test_web_ui_serves_the_same_text_at_llm_metrics(monkeypatch):
     assert ctype.startswith("text/plain")
     assert 'llm_time_to_first_token_seconds_count{stage="main",user_class="SynthUser"} 1.0' in body
     assert 'llm_latency_quantile_seconds{metric="ttft",quantile="0.5"}' in body
+
+
+def test_route_table_runs_label_histograms_and_counters_by_version():
+    env, hub = local_env(route_table="v1=http://127.0.0.1:9@0-79,beta=http://127.0.0.1:10@80-99")
+    hub.plugin.on_test_start()
+    for i in range(30):
+        fire(env, make_result(ttft=0.05, tokens=4, stage="s1", version="v1" if i % 3 else "beta"))
+    hub.plugin.pump_local()
+    reg = Exporter(hub, port=0).registry
+    v1, beta = ({"user_class": "SynthUser", "stage": "s1", "version": v} for v in ("v1", "beta"))
+    for name in ("llm_time_to_first_token_seconds_count", "llm_time_per_output_token_seconds_count",
+                 "llm_request_duration_seconds_count", "llm_decode_span_seconds_count"):  # fmt: skip
+        assert reg.get_sample_value(name, v1) == 20 and reg.get_sample_value(name, beta) == 10, name
+    assert reg.get_sample_value("llm_inter_token_latency_seconds_count", beta) == 10 * 3  # 3 gaps per request
+    assert reg.get_sample_value("llm_requests_total", {**beta, "outcome": "ok", "error_kind": ""}) == 10
+    assert reg.get_sample_value("llm_output_tokens_total", v1) == 80
+    assert reg.get_sample_value("llm_prompt_tokens_total", beta) == 1000
+    assert reg.get_sample_value("llm_output_tokens_total", {"user_class": "SynthUser", "stage": "s1"}) is None
+    hub.plugin.close()
+
+
+def test_without_a_route_table_the_label_set_is_design_mds(hub):
+    reg = Exporter(hub, port=0).registry
+    for fam in reg.collect():
+        if fam.name.startswith(("llm_time", "llm_inter", "llm_request", "llm_decode", "llm_prompt", "llm_output")):
+            for sample in fam.samples:
+                assert set(sample.labels) - {"le", "outcome", "error_kind"} == {"user_class", "stage"}, sample
