@@ -68,6 +68,9 @@ class TelemetryHub:
         self.t_end_wall: float | None = None
         self.attribution_window = 10.0
         self.model = ""
+        """--model, else the first id of the master's own GET /v1/models (a fallback label)."""
+        self.models_sent: dict[str, int] = {}
+        """Model name -> reports that named it: what the users actually sent (each process's resolved model)."""
         self.final_summary: dict | None = None
         self.plugin = None
         """The process's listener object (set by ``install``)."""
@@ -91,6 +94,7 @@ class TelemetryHub:
         self.recorder.reset()
         self.workers.clear()
         self.lost_workers.clear()
+        self.models_sent.clear()
         self.t0_wall = time.time()
         self.t_end_wall = None
         self.final_summary = None
@@ -144,8 +148,14 @@ class TelemetryHub:
         info.reports += 1
         info.last_report_wall = time.time()
         info.requests += sum(sum(c["outcomes"].values()) for c in state["cells"])
+        if state.get("model"):
+            self.models_sent[str(state["model"])] = self.models_sent.get(str(state["model"]), 0) + 1
         if state.get("kv_last") is not None:
             info.kv_last = (int(state["kv_last"][0]), int(state["kv_last"][1]))
+
+    def sent_model(self) -> str:
+        """The model(s) the users sent, comma-separated when processes resolved different ones; "" if unknown."""
+        return ", ".join(sorted(self.models_sent))
 
     def client_kv_fill(self) -> float | None:
         """Used / allocated KV slots over the latest in-flight snapshot of every live process."""

@@ -180,7 +180,15 @@ class TelemetryPlugin:
     # ---- worker ---------------------------------------------------------------------------------------
     def on_report_to_master(self, client_id=None, data=None, **_kw) -> None:
         if data is not None:
-            data[REPORT_KEY] = self.hub.recorder.take()
+            data[REPORT_KEY] = self._take()
+
+    def _take(self) -> dict:
+        """The recorder's state plus the model this process's users send (resolved from /v1/models or --model)."""
+        state = self.hub.recorder.take()
+        model = getattr(getattr(self.environment, "llm_users", None), "model", None)
+        if model:
+            state["model"] = str(model)
+        return state
 
     # ---- master / local --------------------------------------------------------------------------------
     def on_worker_report(self, client_id=None, data=None, **_kw) -> None:
@@ -193,7 +201,7 @@ class TelemetryPlugin:
             log.error(f"dropped an LLM report from worker {client_id}: {type(e).__name__}: {e}")
 
     def pump_local(self) -> None:
-        self.hub.absorb(LOCAL_ID, self.hub.recorder.take())
+        self.hub.absorb(LOCAL_ID, self._take())
 
     def _start_scraper(self) -> None:
         if self.hub.scraper is not None:
@@ -244,7 +252,7 @@ class TelemetryPlugin:
     def finalize(self) -> dict:
         """Summary, SLO gate, console table and file sinks, then the ``on_summary`` sinks."""
         hub = self.hub
-        hub.model = hub.model or getattr(self.environment, "llm_model", None) or ""
+        hub.model = hub.sent_model() or hub.model or getattr(self.environment, "llm_model", None) or ""
         summary = hub.summary()
         hub.final_summary = summary
         for line in failure_lines(summary["slo"]["checks"]):

@@ -226,7 +226,7 @@ def build_summary(hub: TelemetryHub) -> dict:
         "schema": SCHEMA,
         "duration_s": duration,
         "workers": hub.worker_count,
-        "model": hub.model,
+        "model": hub.sent_model() or hub.model,
         "host": hub.environment.host or "",
         "requests": {
             "total": total,

@@ -229,3 +229,29 @@ def test_last_stage_ends_when_the_shape_closed_the_board(run):
     assert last["output_per_s"] == pytest.approx(600 / span)  # 60 requests x 10 tokens over the stage's own span
     board.closed_at = None  # not closed: the last stage runs to the end of the run
     assert hub.summary()["stages"][-1]["end_s"] == pytest.approx(closed_s + 2.0)
+
+
+def test_model_is_the_one_the_users_sent():
+    env, hub = local_env(model=None)  # no --model: the users resolve it from /v1/models
+    hub.plugin.on_test_start()
+    env.llm_users = type("Settings", (), {"model": "deepseek-v2-lite"})()
+    fire(env, make_result())
+    hub.plugin.pump_local()
+    assert hub.summary()["model"] == "deepseek-v2-lite"
+    # a worker ships its users' model with its report; the master names every model sent
+    data: dict = {}
+    hub.plugin.on_report_to_master(client_id="w1", data=data)
+    assert data["llm"]["model"] == "deepseek-v2-lite"
+    data["llm"]["model"] = "deepseek-v3"
+    hub.plugin.on_worker_report(client_id="w1", data=msgpack.unpackb(msgpack.packb(data)))
+    assert hub.summary()["model"] == "deepseek-v2-lite, deepseek-v3"
+    hub.plugin.close()
+
+
+def test_model_falls_back_to_the_option_when_the_users_resolved_none():
+    env, hub = local_env(model="from-option")
+    hub.plugin.on_test_start()
+    env.llm_users = type("Settings", (), {"model": None})()
+    hub.plugin.pump_local()
+    assert hub.summary()["model"] == "from-option"
+    hub.plugin.close()
