@@ -93,8 +93,10 @@ def test_master_and_two_workers_totals_match_the_server_and_ttft_is_the_servers(
             host, tmp_path, 10, ["--server-metrics-url", "off", "--prometheus-port", "0"]
         )
         served = _get_json(f"{host}/stats")
+        model = _get_json(f"{host}/v1/models")["data"][0]["id"]
     assert rc == 0, out[-3000:]
     assert s["workers"] == 2 and s["requests"]["failed"] == 0
+    assert s["model"] == model and f"model {model} at" in out  # no --model: what the workers' users resolved and sent
     # every request the server completed, and every token it sent, is in the merged summary
     assert s["requests"]["ok"] == served["completed"] == len(rows) > 20
     assert s["tokens"]["output"] == served["output_tokens"] == sum(r["output_tokens"] for r in rows)
