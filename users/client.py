@@ -159,6 +159,12 @@ def _read_stream(resp: HTTPSocketPoolResponse, tally: StreamTally) -> None:
     resp._on_body = pending.append
     if pending:
         add(parse(pending.pop()), perf())
+    if resp.message_complete or sock is None:
+        # The whole (short) stream came with the headers; the pool may already have taken the socket back.
+        if not resp.message_complete:
+            raise LLMError("stream_cut", f"connection closed mid-stream after {tally.out} tokens")
+        add(parser.close(), perf())
+        return
     recvmsg = sock.recvmsg
     try:
         while not resp.message_complete:
@@ -201,6 +207,10 @@ def _read_all(resp: HTTPSocketPoolResponse, limit: int | None) -> bytes:
     out = bytearray(resp._body_buffer)
     del resp._body_buffer[:]
     sock = resp._sock
+    if sock is None and not resp.message_complete:
+        if limit is not None:
+            return bytes(out)
+        raise LLMError("stream_cut", "connection closed before the end of the response body")
     try:
         while not resp.message_complete and (limit is None or len(out) < limit):
             data = sock.recv(_RECV)
