@@ -12,8 +12,9 @@ FIRST_OWN_OPTION = "--model"
 
 def project_options() -> list[tuple[str, str, str, str]]:
     """(flags, default, env var, help) of every option the project registers, in registration order."""
-    import locustfile  # noqa: F401  (registers the init_command_line_parser listener)
     from locust.argument_parser import get_parser
+
+    import locustfile  # noqa: F401  (registers the init_command_line_parser listener)
 
     rows, own = [], False
     for action in get_parser()._actions:

@@ -53,7 +53,8 @@ class Proc:
             return self.popen.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
             self.stop()
-            raise AssertionError(f"{self.name} did not exit within {timeout}s; output:\n{self.output()[-4000:]}")
+            tail = self.output()[-4000:]
+            raise AssertionError(f"{self.name} did not exit within {timeout}s; output:\n{tail}") from None
 
     def alive(self) -> bool:
         return self.popen.poll() is None
