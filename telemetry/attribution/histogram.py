@@ -56,8 +56,9 @@ class CumulativeHistogram:
             s = self.total_sum - earlier.total_sum
         return CumulativeHistogram(self.bounds, diff, s)
 
-    def quantile(self, q: float) -> float | None:
-        """Prometheus ``histogram_quantile``; None when the histogram is empty."""
+    def _locate(self, q: float) -> tuple[float, float, float, float, float] | None:
+        """(lower bound, upper bound, rank, cumulative count below, cumulative count at upper) of the
+        bucket holding quantile ``q``; None when the histogram is empty or ``q`` is out of range."""
         total = self.count
         if total <= 0 or not 0.0 <= q <= 1.0:
             return None
@@ -65,27 +66,27 @@ class CumulativeHistogram:
         prev_bound, prev_cum = 0.0, 0.0
         for bound, cum in zip(self.bounds, self.cumulative, strict=True):
             if cum >= rank and cum > prev_cum:
-                if math.isinf(bound):
-                    return prev_bound if len(self.bounds) > 1 else None
-                if bound <= 0:
-                    return bound
-                return prev_bound + (bound - prev_bound) * (rank - prev_cum) / (cum - prev_cum)
+                return prev_bound, bound, rank, prev_cum, cum
             prev_bound, prev_cum = bound, cum
         return None
+
+    def quantile(self, q: float) -> float | None:
+        """Prometheus ``histogram_quantile``; None when the histogram is empty."""
+        found = self._locate(q)
+        if found is None:
+            return None
+        lower, upper, rank, below, at = found
+        if math.isinf(upper):
+            return lower if len(self.bounds) > 1 else None
+        if upper <= 0:
+            return upper
+        return lower + (upper - lower) * (rank - below) / (at - below)
 
     def quantile_bucket(self, q: float) -> tuple[float, float] | None:
         """The bucket ``(lower, upper]`` holding quantile ``q``: what the histogram knows for sure (the
         interpolated :meth:`quantile` is an estimate inside it)."""
-        total = self.count
-        if total <= 0 or not 0.0 <= q <= 1.0:
-            return None
-        rank = q * total
-        prev_bound, prev_cum = 0.0, 0.0
-        for bound, cum in zip(self.bounds, self.cumulative, strict=True):
-            if cum >= rank and cum > prev_cum:
-                return prev_bound, bound
-            prev_bound, prev_cum = bound, cum
-        return None
+        found = self._locate(q)
+        return None if found is None else (found[0], found[1])
 
     def mean(self) -> float | None:
         if self.total_sum is None or self.count <= 0:
