@@ -18,8 +18,6 @@ import asyncio
 import itertools
 import selectors
 import signal
-import socket
-import struct
 import sys
 import time
 from collections import Counter
@@ -28,7 +26,6 @@ from dataclasses import dataclass, field
 import orjson
 
 FAULTS = ("500", "429", "cut", "junk", "stall", "nodone")
-_SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35)
 _WORDS = (" the", " of", " and", " to", " in", " is", " for", " on", " that", " with", " as", " by")
 _REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 429: "Too Many Requests", 500: "Internal Server Error"}
 _SSE_HEAD = (
@@ -188,35 +185,6 @@ class Connection(asyncio.Protocol):
 
     def connection_made(self, transport) -> None:  # type: ignore[override]
         self.transport = transport
-        self.arrival: float | None = None
-        # Read requests ourselves with recvmsg and the kernel's receive timestamp (Linux SO_TIMESTAMPNS), so
-        # a request's schedule starts when its bytes reached this host, not when this busy loop got to them.
-        sock = getattr(transport.get_extra_info("socket"), "_sock", None)
-        loop = asyncio.get_running_loop()
-        try:
-            sock.setsockopt(socket.SOL_SOCKET, _SO_TIMESTAMPNS, 1)
-            transport.pause_reading()
-            loop._add_reader(sock.fileno(), self._readable, sock)  # noqa: SLF001 (the fd's transport is paused)
-        except (AttributeError, OSError, RuntimeError):
-            transport.resume_reading()  # stamps unavailable: asyncio reads, the clock starts at parse time
-
-    def _readable(self, sock: socket.socket) -> None:
-        try:
-            data, anc, _flags, _addr = sock.recvmsg(65536, 64)
-        except (BlockingIOError, InterruptedError):
-            return
-        except OSError:
-            self.transport.abort()
-            return
-        if not data:
-            self.transport.close()
-            return
-        now = asyncio.get_running_loop().time()
-        if anc:
-            sec, ns = struct.unpack("qq", anc[0][2][:16])
-            now = min(now, sec + ns * 1e-9 - (time.time() - time.monotonic()))
-        self.arrival = now
-        self.data_received(data)
 
     def connection_lost(self, exc) -> None:
         self.closed = True
@@ -249,9 +217,7 @@ class Connection(asyncio.Protocol):
         loop = asyncio.get_running_loop()
         # the request's clock starts when its last byte is read: 64 requests arriving together must not
         # start their schedules one after the other, each behind its neighbours' JSON and token counting
-        t_start = loop.time() if self.arrival is None else min(self.arrival, loop.time())
-        self.arrival = None  # a request parsed later from the buffer starts when it is parsed
-        task = loop.create_task(self._guarded(method, path.split("?")[0], body, t_start))
+        task = loop.create_task(self._guarded(method, path.split("?")[0], body, loop.time()))
         task.add_done_callback(lambda _t: self._done(close))
 
     def _done(self, close: bool) -> None:
