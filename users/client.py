@@ -34,6 +34,7 @@ from geventhttpclient._parser import HTTPResponseParser
 from geventhttpclient.client import HTTPClient
 from geventhttpclient.response import HTTPParseError, HTTPSocketPoolResponse
 
+from users import sendstamp
 from users.inflight import Inflight
 from users.result import GenerationResult
 from users.sse import SSEParser
@@ -102,7 +103,10 @@ def exchange(
     wall = time.time()
     tally = StreamTally(call.prompt_tokens_client)
     resp: HTTPSocketPoolResponse | None = None
+    pool = http._connection_pool
+    sendstamp.install(pool)
     t_sent = tally.last = time.perf_counter()
+    scheduled = t0
     if t0 is None:
         t0 = t_sent
     tally.owner = gevent.getcurrent()
@@ -116,12 +120,16 @@ def exchange(
             raise LLMError("timeout", "no response headers within the request timeout") from None
         except (OSError, HTTPParseError) as e:
             raise LLMError("connection", f"{type(e).__name__}: {e}") from None
+        finally:  # the request went out when its socket left the pool (users.sendstamp), not at this call
+            t_sent = sendstamp.written_at(pool, t_sent)
+            if scheduled is None:
+                t0 = t_sent
         status = resp.status_code
         if status >= 400:
             raise LLMError(_kind_of_status(status), f"HTTP {status}: {_quote(_read_all(resp, _ERROR_BODY_LIMIT))}")
         if call.stream:
-            _read_stream(resp, tally)
-            return _stream_result(call, tally, t0, t_sent, time.perf_counter(), wall, count_text)
+            t_end = _read_stream(resp, tally)
+            return _stream_result(call, tally, t0, t_sent, t_end, wall, count_text)
         raw = _read_all(resp, None)
         return _whole_result(call, raw, t0, t_sent, time.perf_counter(), wall, count_text)
     except LLMError as e:
@@ -139,8 +147,10 @@ def exchange(
             inflight.discard(tally)
 
 
-def _read_stream(resp: HTTPSocketPoolResponse, tally: StreamTally) -> None:
-    """Read the body to its end, stamping each read; raise LLMError/StreamFault on a broken stream.
+def _read_stream(resp: HTTPSocketPoolResponse, tally: StreamTally) -> float:
+    """Read the body to its end, stamping each read; return the stamp of the read that ended it (the end
+    of the stream for E2E: when its last bytes reached the host, not when this greenlet got to them).
+    Raise LLMError/StreamFault on a broken stream.
 
     The C parser (llhttp) de-chunks the body and hands each piece straight to ``pending.append`` (set as
     the response's ``_on_body``): no Python frame and no buffer copy between the socket and the framer.
@@ -157,14 +167,15 @@ def _read_stream(resp: HTTPSocketPoolResponse, tally: StreamTally) -> None:
         pending.append(bytearray(resp._body_buffer))
         del resp._body_buffer[:]
     resp._on_body = pending.append
+    t = perf()
     if pending:
-        add(parse(pending.pop()), perf())
+        add(parse(pending.pop()), t)
     if resp.message_complete or sock is None:
         # The whole (short) stream came with the headers; the pool may already have taken the socket back.
         if not resp.message_complete:
             raise LLMError("stream_cut", f"connection closed mid-stream after {tally.out} tokens")
-        add(parser.close(), perf())
-        return
+        add(parser.close(), t)
+        return t
     recvmsg = sock.recvmsg
     try:
         while not resp.message_complete:
@@ -190,7 +201,8 @@ def _read_stream(resp: HTTPSocketPoolResponse, tally: StreamTally) -> None:
         raise LLMError("timeout", f"stream stalled past the request timeout after {tally.out} tokens") from None
     except (OSError, HTTPParseError) as e:
         raise LLMError("stream_cut", f"{type(e).__name__} after {tally.out} tokens: {e}") from None
-    add(parser.close(), perf())
+    add(parser.close(), t)
+    return t
 
 
 def _kernel_stamps(sock) -> bool:
