@@ -14,12 +14,19 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import json
+import os
 import zipfile
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-from tokenizers import Tokenizer
+# Every caller here is one event loop (Locust's gevent hub, the simulator's and scripted server's asyncio)
+# encoding one short text at a time: the Rust tokenizer's thread pool only adds threads that spin on the
+# same cores, delaying the loop's timers and reads (the scripted server's writes went from 1.2 to 2.5 ms
+# late at p99 with it on). Make sets it too; this covers `locust` and `python -m server.*` run directly.
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+from tokenizers import Tokenizer  # noqa: E402
 
 DEFAULT_TOKENIZER = "deepseek-v4"
 
