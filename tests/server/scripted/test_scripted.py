@@ -114,3 +114,27 @@ def test_batch_completion_answers_every_prompt(server) -> None:
     obj = json.loads(body)
     assert status == 200 and len(obj["choices"]) == 2
     assert obj["usage"]["completion_tokens"] == 6 and obj["usage"]["prompt_tokens"] == 3
+
+
+def test_clock_starts_at_arrival_and_stats_say_what_was_sent(server) -> None:
+    """The schedule starts when the request reached the host (kernel receive stamp), not when the loop
+    read it: x-scripted-start lies between the client's send call and its return (loopback delivers
+    inside send). /stats reports the timing the server really produced, which clients are tested on."""
+    host, port = server
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    conn.connect()
+    body = json.dumps({"prompt": "x", "max_tokens": 6, "stream": True})
+    t0 = time.perf_counter()
+    conn.request("POST", "/v1/completions", body=body, headers={"Content-Type": "application/json"})
+    t1 = time.perf_counter()
+    resp = conn.getresponse()
+    start = float(resp.getheader("x-scripted-start"))
+    while resp.read1(65536):
+        pass
+    conn.close()
+    assert t0 <= start <= t1 + 20e-6, (start - t0, t1 - t0)
+    with urllib.request.urlopen(f"{host}/stats") as r:
+        stats = json.loads(r.read())
+    # 100 ms to the first chunk, then chunks of 2 tokens 20 ms apart: 10 ms per token
+    assert 100.0 <= stats["ttft_sent_ms"]["p50"] <= 100.0 + stats["late_ms"]["max"] + 0.5
+    assert 9.0 <= stats["itl_sent_ms"]["p50"] <= 11.0
