@@ -18,11 +18,11 @@ from pathlib import Path
 from tests.support import LOCUST, PY, ROOT, Proc, free_port, wait_http
 
 
-def _priority_prefix() -> list[str]:
+def _priority_prefix(rt: int) -> list[str]:
     """Real-time (or at least raised) priority for the timing tests' server and client where allowed:
     on a shared box other processes would otherwise delay both, and the scripted truth with them.
     Both processes are idle most of the time (a few % CPU), so they cannot starve anyone."""
-    for prefix in (["chrt", "-f", "10"], ["nice", "-n", "-10"]):
+    for prefix in (["chrt", "-f", str(rt)], ["nice", "-n", "-10"]):
         try:
             if subprocess.run([*prefix, "true"], capture_output=True, timeout=5).returncode == 0:
                 return prefix
@@ -31,14 +31,17 @@ def _priority_prefix() -> list[str]:
     return []
 
 
-NICE = _priority_prefix()
+NICE = _priority_prefix(10)
+SERVER_NICE = _priority_prefix(20)
+"""The scripted server (the truth) above the client: its timer wakes then pre-empt the client's reads,
+never the other way round."""
 RESULTS_LOCUSTFILE = str(Path(__file__).with_name("results_locustfile.py").relative_to(ROOT))
 
 
 @contextmanager
 def scripted(*args: str) -> Iterator[tuple[str, Callable[[], dict]]]:
     port = free_port()
-    with Proc([*NICE, PY, "-m", "server.scripted", "--port", str(port), *args], name="scripted") as proc:
+    with Proc([*SERVER_NICE, PY, "-m", "server.scripted", "--port", str(port), *args], name="scripted") as proc:
         host = f"http://127.0.0.1:{port}"
         wait_http(f"{host}/health", proc=proc)
 

@@ -4,27 +4,23 @@ Issue 2 "Must show": 150 ms to the first token, then a token every 20 ms, 64 con
 TTFT and ITL p50 within 1 ms of the truth, p99 within 2 ms, output tokens equal to the server's usage;
 3 tokens per chunk 30 ms apart -> ITL p50 ≈ 10 ms, inter-chunk p50 ≈ 30 ms.
 
-Timing on a shared 2-core box: both processes run at raised priority where allowed (tests/users/e2e.py),
-a run that misses a bound is repeated (up to 3 times), and the scripted server's own lateness
-(``late_ms``) is reported with every miss.
+The truth is the script, and also what the server really sent: it starts each request's clock at the
+kernel's arrival stamp of the request and reports the first-token delay and per-token gaps it actually
+produced (``ttft_sent_ms``, ``itl_sent_ms``); the client's figures must match both. Timing on a shared
+2-core box: both processes run at raised priority where allowed, the server above the client
+(tests/users/e2e.py), a run that misses a bound is repeated (up to 3 times), and the server's own
+lateness (``late_ms``) is reported with every miss.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass, field
 
 import pytest
 
 from tests.users.e2e import quantile_ms, run_locust, scripted
 
 pytestmark = pytest.mark.slow
-
-# The issue asks for TTFT p99 within 2 ms. On the 2-core box the tail of TTFT is the scripted server's
-# pick-up of the request (its asyncio loop reads the request late while it streams 63 other responses;
-# a probe without Locust measured server pick-up minus client send at p99 6.2 ms), which a server on the
-# same cores cannot avoid; the schedule runs from pick-up, so the client sees a real, longer TTFT. Measured
-# here: TTFT p99 156-158 ms with server writes at most 0.7 ms late. ITL p99 (no pick-up involved) keeps
-# the 2 ms bound, p50s keep 1 ms; a client timing bug (role chunk, header time, lost reads) misses these by
-# tens of ms.
-TTFT_P99_TOL_MS = 10.0
 
 
 def _all(rows: list[dict], key: str) -> list[float]:
@@ -35,18 +31,36 @@ def _within(name: str, got: float, truth: float, tol: float) -> list[str]:
     return [] if abs(got - truth) <= tol else [f"{name} {got:.2f} ms vs {truth} ± {tol}"]
 
 
-def _timed(attempt, tries: int = 3) -> None:
-    """Run ``attempt() -> (misses, server_late_p99_ms)`` up to ``tries`` times until no bound is missed.
+@dataclass
+class Try:
+    client: list[str] = field(default_factory=list)
+    """Bounds missed against what the server really sent."""
+    script: list[str] = field(default_factory=list)
+    """Bounds missed against the script."""
+    strayed: list[str] = field(default_factory=list)
+    """Where the server itself missed its script by more than the bounds (a stalled host)."""
+    late_p99: float | None = None
+    figures: str = ""
 
-    A client bug (a role chunk counted, ITL not split, Locust's header time) misses by tens of ms on
-    every try; a busy box misses by a few ms now and then, and the scripted server's own lateness is
-    reported with each try so the two can be told apart."""
+    def passed(self) -> bool:
+        # the truth is the script when the server kept to it, else what it sent
+        return not self.client and (not self.script or bool(self.strayed))
+
+
+def _timed(attempt, tries: int = 3) -> None:
+    """Run ``attempt() -> Try`` up to ``tries`` times until one passes.
+
+    A client bug (a role chunk counted, ITL not split, Locust's header time, a late stamp) misses what
+    the server sent by tens of ms on every try. This VM itself stalls now and then (a real-time process
+    sleeping 1 ms wakes more than 2 ms late ~3 times a second here), and a stall that holds the server
+    delays the chunks due meanwhile: then the server misses its own script, which its record shows."""
     seen = []
     for _ in range(tries):
-        misses, late = attempt()
-        if not misses:
+        t = attempt()
+        print(f"timing try: {t.figures}; server late p99 {t.late_p99} ms; strayed {t.strayed}; missed {t.client + t.script}")
+        if t.passed():
             return
-        seen.append(f"server writes late p99 {late} ms; missed {misses}")
+        seen.append(f"server late p99 {t.late_p99} ms, strayed {t.strayed}; missed {t.client + t.script}")
     pytest.fail("timing bounds missed in every try:\n" + "\n".join(seen))
 
 
@@ -54,12 +68,12 @@ def test_64_streams_ttft_and_itl_match_the_script(tmp_path) -> None:
     _timed(lambda: _run_64(tmp_path))
 
 
-def _run_64(tmp_path) -> tuple[list[str], float]:
+def _run_64(tmp_path) -> Try:
     with scripted("--ttft-ms", "150", "--itl-ms", "20", "--output-tokens", "32") as (host, stats):
         run = run_locust(
             host,
-            # 64 users started 1/16 s apart: a steady 64 streams whose chunks do not all fall due in the same
-            # millisecond (64 first tokens at once queue ~5 ms in any single-threaded client and server)
+            # 64 users in four spawn batches of 16 a second apart (Locust starts floor(rate) users at once):
+            # four groups of streams whose chunks fall due within a few ms, not all 64 in the same ms
             [
                 "-u",
                 "64",
@@ -103,25 +117,44 @@ def _run_64(tmp_path) -> tuple[list[str], float]:
     s = run.summary
     assert s is not None and s["requests"]["total"] == s["requests"]["ok"] == len(rows), s["requests"]
     assert s["tokens"]["output"] == served["output_tokens"] and s["tokens"]["source"] == "usage"
-    misses = (
-        _within("TTFT p50", quantile_ms(ttft, 0.5), 150.0, 1.0)
-        + _within("TTFT p99", quantile_ms(ttft, 0.99), 150.0, TTFT_P99_TOL_MS)
+    sent_ttft, sent_itl = served["ttft_sent_ms"], served["itl_sent_ms"]
+    return Try(
+        # against what the server really sent, each request on its own clock: the client's own error
+        client=_within("TTFT p50 vs sent", quantile_ms(ttft, 0.5), sent_ttft["p50"], 0.5)
+        + _within("TTFT p99 vs sent", quantile_ms(ttft, 0.99), sent_ttft["p99"], 1.0)
+        + _within("ITL p50 vs sent", quantile_ms(itl, 0.5), sent_itl["p50"], 0.5)
+        + _within("ITL p99 vs sent", quantile_ms(itl, 0.99), sent_itl["p99"], 1.0)
+        + _within("summary TTFT p50 vs sent", s["ttft_ms"]["p50"], sent_ttft["p50"], 1.0)
+        + _within("summary TTFT p99 vs sent", s["ttft_ms"]["p99"], sent_ttft["p99"], 2.0)
+        + _within("summary ITL p50 vs sent", s["itl_ms"]["p50"], sent_itl["p50"], 1.0)
+        + _within("summary ITL p99 vs sent", s["itl_ms"]["p99"], sent_itl["p99"], 2.0),
+        # against the script, as the issue words it
+        script=_within("TTFT p50", quantile_ms(ttft, 0.5), 150.0, 1.0)
+        + _within("TTFT p99", quantile_ms(ttft, 0.99), 150.0, 2.0)
         + _within("ITL p50", quantile_ms(itl, 0.5), 20.0, 1.0)
         + _within("ITL p99", quantile_ms(itl, 0.99), 20.0, 2.0)
         + _within("E2E p50", e2e_ms[len(e2e_ms) // 2], 770.0, 2.0)
         + _within("summary TTFT p50", s["ttft_ms"]["p50"], 150.0, 1.0)
-        + _within("summary TTFT p99", s["ttft_ms"]["p99"], 150.0, TTFT_P99_TOL_MS)
+        + _within("summary TTFT p99", s["ttft_ms"]["p99"], 150.0, 2.0)
         + _within("summary ITL p50", s["itl_ms"]["p50"], 20.0, 1.0)
-        + _within("summary ITL p99", s["itl_ms"]["p99"], 20.0, 2.0)
+        + _within("summary ITL p99", s["itl_ms"]["p99"], 20.0, 2.0),
+        strayed=_within("server TTFT p50", sent_ttft["p50"], 150.0, 1.0)
+        + _within("server TTFT p99", sent_ttft["p99"], 150.0, 2.0)
+        + _within("server ITL p50", sent_itl["p50"], 20.0, 1.0)
+        + _within("server ITL p99", sent_itl["p99"], 20.0, 2.0),
+        late_p99=served["late_ms"]["p99"],
+        figures=f"client TTFT p50/p99 {quantile_ms(ttft, 0.5):.2f}/{quantile_ms(ttft, 0.99):.2f}, ITL "
+        f"{quantile_ms(itl, 0.5):.2f}/{quantile_ms(itl, 0.99):.2f}; summary TTFT {s['ttft_ms']['p50']:.2f}/"
+        f"{s['ttft_ms']['p99']:.2f}, ITL {s['itl_ms']['p50']:.2f}/{s['itl_ms']['p99']:.2f}; server sent TTFT "
+        f"{sent_ttft['p50']:.2f}/{sent_ttft['p99']:.2f}, ITL {sent_itl['p50']:.2f}/{sent_itl['p99']:.2f}",
     )
-    return misses, served["late_ms"]["p99"]
 
 
 def test_three_tokens_per_chunk_split_the_gap(tmp_path) -> None:
     _timed(lambda: _run_k3(tmp_path))
 
 
-def _run_k3(tmp_path) -> tuple[list[str], float]:
+def _run_k3(tmp_path) -> Try:
     with scripted("--ttft-ms", "60", "--itl-ms", "10", "--tokens-per-chunk", "3", "--output-tokens", "30") as (
         host,
         stats,
@@ -140,14 +173,14 @@ def _run_k3(tmp_path) -> tuple[list[str], float]:
     # TPOT = decode span / (tokens - 1) = 9 x 30 / 29 ms
     s = run.summary
     assert s is not None and s["requests"]["ok"] == len(rows)
-    misses = (
-        _within("summary ITL p50", s["itl_ms"]["p50"], 10.0, 1.0)
+    return Try(
+        script=_within("summary ITL p50", s["itl_ms"]["p50"], 10.0, 1.0)
         + _within("summary inter-chunk p50", s["inter_chunk_ms"]["p50"], 30.0, 1.0)
         + _within("ITL p50", quantile_ms(_all(rows, "itl"), 0.5), 10.0, 1.0)
         + _within("inter-chunk p50", quantile_ms(_all(rows, "gaps"), 0.5), 30.0, 1.0)
-        + _within("TPOT p50", quantile_ms([r["tpot"] for r in rows], 0.5), 270.0 / 29, 0.5)
+        + _within("TPOT p50", quantile_ms([r["tpot"] for r in rows], 0.5), 270.0 / 29, 0.5),
+        late_p99=served["late_ms"]["p99"],
     )
-    return misses, served["late_ms"]["p99"]
 
 
 def test_batch_user_reports_per_request_latency_and_all_tokens(tmp_path) -> None:
