@@ -10,7 +10,8 @@ that holds for the window, most specific first:
 - ``kv_pressure`` — KV-cache usage reached ``kv_full`` (default 0.95);
 - ``batching``    — requests were waiting while the batch (``num_requests_running``) was below
                     ``size_ratio`` of the run's median batch;
-- ``queueing``    — requests were waiting in the server's queue;
+- ``queueing``    — requests were waiting in the server's queue (gauge), or the server's queue-time
+                    p99 is at least ``queue_share`` of the window's client TTFT p99 (histogram);
 - ``unknown``     — none of these moved (look at the network, the client, or the model's own speed).
 
     spikes = find_spikes(windows, SpikeRule(factor=2.0), wall_start=time.time() - elapsed)
@@ -37,6 +38,8 @@ class SpikeRule:
     kv_full: float = 0.95
     size_ratio: float = 0.35
     min_windows: int = 3
+    queue_share: float = 0.5
+    """Queueing when the server's queue-time p99 is at least this share of the window's client TTFT p99."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,7 +67,14 @@ def _batch_collapsed(w: Window, ctx: RunContext) -> bool:
 
 
 def _queued(w: Window, ctx: RunContext) -> bool:
-    return (w.waiting_max or 0) > 0
+    """Requests were seen waiting, or the server's own queue-time histogram puts at least half of the
+    window's client TTFT p99 in the queue: the gauge is sampled every scrape and misses a burst queued
+    and drained between two scrapes (the start of a run), the histogram counts every request."""
+    if (w.waiting_max or 0) > 0:
+        return True
+    h, ttft = w.server.get("queue"), w.metric("ttft_p99_ms")
+    queue_p99 = h.quantile(0.99) if h is not None and h.count > 0 else None
+    return queue_p99 is not None and bool(ttft) and queue_p99 * 1000.0 >= ctx.rule.queue_share * ttft
 
 
 # Cause category -> rule, in priority order (dicts keep insertion order).

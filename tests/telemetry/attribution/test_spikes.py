@@ -74,3 +74,19 @@ def test_server_queue_p99_is_stated_as_its_bucket():
         spike = dataclasses.replace(win(5, ttft_p99=1600, waiting=9), server={"queue": hist})
         (s,) = find_spikes(_with(steady(9), 5, spike))
         assert text in s["cause"], s["cause"]
+
+
+def test_queue_histogram_names_queueing_when_no_scrape_saw_anyone_waiting():
+    """A burst queued and drained between two scrapes: the gauge says 0 waiting, the server's queue-time
+    histogram (every request) says the queue held most of the TTFT tail."""
+    import dataclasses
+    import math
+
+    from telemetry.attribution.histogram import CumulativeHistogram
+
+    long_queue = CumulativeHistogram.from_buckets({0.3: 5, 0.5: 10, 0.8: 50, math.inf: 50})  # p99 ~0.79 s
+    short_queue = CumulativeHistogram.from_buckets({0.05: 45, 0.1: 50, math.inf: 50})  # p99 ~0.1 s
+    for hist, category in ((long_queue, "queueing"), (short_queue, "unknown")):
+        spike = dataclasses.replace(win(5, ttft_p99=1200, kv=0.4, waiting=0), server={"queue": hist})
+        (s,) = find_spikes(_with(steady(9), 5, spike))
+        assert s["category"] == category, s["cause"]
