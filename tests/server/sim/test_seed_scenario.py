@@ -3,10 +3,10 @@
 Run through the project's own Locust users (``StreamingCompletionUser``) against each seed profile, and
 compared with the seed's table (issue 3): output tok/s within 10 %, P99 TTFT within 15 % below and 35 %
 above. The P99 comes from the start burst, so the run length is part of the scenario (60 s, as ``make run``).
-Measured on this project's shared 2-core machine: with a load average of 1.6, V2-Lite 1897 tok/s and
-421 ms, V2 986 tok/s and 807 ms (all within 3 % of the table); with a load average of 5-6 the Locust process
-itself delays the first requests (the summary's decomposition shows 20-70 ms of "network & client") and the
-P99s came out +25 % and +21 %, hence 35 % above. The profiles themselves are checked against the table in
+Measured on this project's shared 2-core machine: V2-Lite 1839 tok/s and 438 ms, V2 958 tok/s and 775 ms
+(the P99 moves ~±7 % from run to run with how far apart the 16 first requests reach the server). Under
+heavy machine load (a load average of 5-6) the P99s came out 20-25 % higher, hence 35 % above.
+The profiles themselves are checked against the table in
 virtual time (test_profiles.py).
 """
 
