@@ -15,8 +15,10 @@ Error kinds: ``http_4xx`` / ``http_5xx`` / ``http_429`` (quoting the server's bo
 without ``[DONE]`` and a ``finish_reason``), ``bad_chunk`` (an unparseable data line), ``server_error``
 (an error object inside a 200 stream), ``empty`` (no token at all).
 
-The read loop is the hot path of the whole client: one ``recv``, one parser ``feed`` (C, llhttp), one
-framer call and one tally call per read; no per-event Python beyond ``orjson.loads`` and a few lookups.
+The read loop is the hot path of the whole client: one wait for readability, one ``recvmsg``, one parser
+``feed`` (C, llhttp), one framer call and one tally call per read; no per-event Python beyond
+``orjson.loads`` and a few lookups. t0 (closed loop) is when the pooled connection is handed to the
+request, just before the write (:mod:`users.sendstamp`).
 """
 
 from __future__ import annotations
