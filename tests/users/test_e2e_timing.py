@@ -57,7 +57,8 @@ def _timed(attempt, tries: int = 3) -> None:
     seen = []
     for _ in range(tries):
         t = attempt()
-        print(f"timing try: {t.figures}; server late p99 {t.late_p99} ms; strayed {t.strayed}; missed {t.client + t.script}")
+        missed = t.client + t.script
+        print(f"timing try: {t.figures}; server late p99 {t.late_p99} ms; strayed {t.strayed}; missed {missed}")
         if t.passed():
             return
         seen.append(f"server late p99 {t.late_p99} ms, strayed {t.strayed}; missed {t.client + t.script}")
