@@ -222,13 +222,13 @@ def _raw_reader(sock):
         return None, None, None
 
 
-def _kernel_stamps(sock) -> bool:
-    """Ask the kernel to stamp every read with the time its bytes arrived (Linux SO_TIMESTAMPNS)."""
+def _kernel_stamps(sock) -> None:
+    """Ask the kernel to stamp every read with the time its bytes arrived (Linux SO_TIMESTAMPNS); where it
+    cannot, reads carry no stamp and keep ``perf_counter()``."""
     try:
         sock.setsockopt(socket.SOL_SOCKET, _SO_TIMESTAMPNS, 1)
-        return True
     except (OSError, AttributeError):
-        return False
+        pass
 
 
 def _read_all(resp: HTTPSocketPoolResponse, limit: int | None) -> bytes:
