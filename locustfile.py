@@ -12,8 +12,6 @@ from telemetry.attribution.plugin import install as install_attribution
 from telemetry.options import add_arguments as add_telemetry_options
 from telemetry.plugin import install as install_telemetry
 from telemetry.report.plugin import install as install_report
-from tokenizer_checks.options import add_arguments as add_routing_options
-from tokenizer_checks.plugin import install as install_routing
 from users import BatchCompletionUser, StreamingChatUser, StreamingCompletionUser  # noqa: F401
 from users.options import add_arguments as add_user_options
 from users.plugin import install as install_users
@@ -26,7 +24,6 @@ def _add_options(parser, **_kw):
     add_shape_options(parser)
     add_telemetry_options(parser)
     add_attribution_options(parser)
-    add_routing_options(parser)
 
 
 @events.init.add_listener
@@ -35,6 +32,5 @@ def _install(environment, **_kw):
     install_shapes(environment)
     install_telemetry(environment)
     install_attribution(environment)
-    install_routing(environment)
     install_report(environment)
     install_webui(environment)

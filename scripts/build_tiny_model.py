@@ -2,7 +2,7 @@
 
 A 2-layer LlamaForCausalLM (hidden 128, 4 heads of 32, tied embeddings, ~17 M parameters) whose
 vocabulary is the DeepSeek-V4 tokenizer's, so the server counts prompt tokens exactly as the Locust
-client does: the same ``tokenizer.json`` (``tokenizer_checks.bundled``) and the same chat template
+client does: the same ``tokenizer.json`` (``workload.tokenizers``) and the same chat template
 (``CHAT_TEMPLATE``, whose python twin is ``render_chat``). The weights are random (seeded): the
 text is noise, but lengths, timings, SSE framing and KV-cache use are real.
 
@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from tokenizer_checks import bundled  # noqa: E402
+from workload import tokenizers as bundled  # noqa: E402
 
 TOKENIZER = bundled.DEFAULT_TOKENIZER
 VOCAB_MULTIPLE = 64

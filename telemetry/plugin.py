@@ -23,6 +23,7 @@ from telemetry.hub import TelemetryHub
 from telemetry.scraper import ServerScraper, metrics_url
 from telemetry.sinks import console_table, write_csv, write_json
 from telemetry.slo import EXIT_CODE, failure_lines
+from telemetry.versions import versions_section
 
 log = logging.getLogger(__name__)
 REPORT_KEY = "llm"
@@ -283,6 +284,7 @@ def install(environment) -> TelemetryHub:
     """Create ``environment.llm_telemetry`` and register the listeners of this process."""
     hub = TelemetryHub(environment)
     environment.llm_telemetry = hub
+    hub.add_section("versions", versions_section)
     plugin = TelemetryPlugin(environment, hub)
     plugin.register()
     hub.plugin = plugin

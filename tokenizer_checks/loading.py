@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from tokenizers import Tokenizer
 
-from tokenizer_checks.bundled import load_tokenizer, tokenizer_config
 from tokenizer_checks.texts import InputError
+from workload.tokenizers import load_tokenizer, tokenizer_config
 
 
 def load(name_or_path: str) -> Tokenizer:

@@ -36,7 +36,7 @@ from geventhttpclient._parser import HTTPResponseParser
 from geventhttpclient.client import HTTPClient
 from geventhttpclient.response import HTTPParseError, HTTPSocketPoolResponse
 
-from users import sendstamp
+import users.sendstamp as sendstamp
 from users.inflight import Inflight
 from users.result import GenerationResult
 from users.sse import SSEParser

@@ -13,9 +13,10 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from tokenizer_checks.bundled import DEFAULT_TOKENIZER, TokenizerNotFound, load_tokenizer
 from workload.datasets import load_prompt_file
 from workload.lengths import parse_spec
+from workload.routing import ROUTE_TABLE_FORM, RouteTable
+from workload.tokenizers import DEFAULT_TOKENIZER, TokenizerNotFound, load_tokenizer
 
 
 def length_spec(value: str) -> str:
@@ -73,6 +74,21 @@ def prompt_file(value: str) -> str:
             f'{e} (expected a JSONL file of {{"prompt": ...}} or ShareGPT records)'
         ) from None
     return str(Path(value).expanduser())
+
+
+def route_table_arg(text: str) -> str:
+    """argparse ``type``: validate a route table, keep the text (normalized: no spaces)."""
+    try:
+        RouteTable.parse(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"--route-table: {exc}") from None
+    return ",".join(p.strip() for p in text.split(",") if p.strip())
+
+
+def route_table_from(options) -> RouteTable | None:
+    """The parsed table from Locust's parsed_options (None when --route-table is not given)."""
+    text = getattr(options, "route_table", None)
+    return RouteTable.parse(text) if text else None
 
 
 def add_arguments(parser) -> None:
@@ -148,4 +164,16 @@ def add_arguments(parser) -> None:
         default=False,
         env_var="LOCUST_ALIGN_PROMPTS",
         help="Re-cut synthetic prompts so the server's /tokenize count matches the drawn length",
+    )
+    add(
+        "--route-table",
+        type=route_table_arg,
+        default=None,
+        env_var="LOCUST_ROUTE_TABLE",
+        include_in_web_ui=False,
+        help=(
+            "Gray routing (seed 4.2): send each request to the version its fingerprint bucket picks, "
+            f"with X-Tokenizer-* headers, and label metrics by version. Form: {ROUTE_TABLE_FORM}. "
+            "Ranges must cover buckets 0-99 once. Default: off (every request goes to --host)."
+        ),
     )

@@ -17,11 +17,11 @@ from dataclasses import dataclass, field
 import numpy as np
 from tokenizers import Tokenizer
 
-from tokenizer_checks.bundled import DEFAULT_TOKENIZER, load_tokenizer
-from tokenizer_checks.routing import RouteTable, metadata_headers
 from workload.datasets import load_prompt_file
 from workload.lengths import LengthDist, parse_spec
 from workload.prompts import FilePrompts, Prompt, SyntheticPrompts
+from workload.routing import RouteTable, metadata_headers
+from workload.tokenizers import DEFAULT_TOKENIZER, load_tokenizer
 
 STREAM_OPTIONS = {"include_usage": True, "continuous_usage_stats": True}
 

@@ -226,7 +226,7 @@ def _length_of(line: str) -> int | None:
 
         text = prompt_of(obj)
         if text is not None:
-            from tokenizer_checks.bundled import load_tokenizer  # noqa: PLC0415
+            from workload.tokenizers import load_tokenizer  # noqa: PLC0415
 
             return len(load_tokenizer().encode(text, add_special_tokens=False).ids) or None
     raise ValueError(f"file:PATH: cannot read a length from line {line[:60]!r}")

@@ -28,7 +28,7 @@ from functools import lru_cache
 import numpy as np
 from tokenizers import Tokenizer
 
-from tokenizer_checks.bundled import render_chat
+from workload.tokenizers import render_chat
 
 _WORD = re.compile(r"Ġ[a-z]{3,9}")  # byte-level BPE marks a leading space with Ġ
 _POOL_SIZE = 4000

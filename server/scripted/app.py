@@ -87,7 +87,7 @@ class Script:
 
     def count_prompt(self, body: dict, chat: bool) -> int:
         if chat:
-            from tokenizer_checks.bundled import render_chat  # noqa: PLC0415
+            from workload.tokenizers import render_chat  # noqa: PLC0415
 
             texts = [render_chat(body.get("messages") or [])]
             special = False
@@ -401,7 +401,7 @@ def main(argv: list[str] | None = None) -> None:
     args = _parse(argv)
     tokenizer = None
     if args.tokenizer != "none":
-        from tokenizer_checks.bundled import load_tokenizer  # noqa: PLC0415
+        from workload.tokenizers import load_tokenizer  # noqa: PLC0415
 
         tokenizer = load_tokenizer(args.tokenizer)
         # the first encode and the chat-template import happen now, not inside the first requests' clocks

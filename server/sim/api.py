@@ -26,7 +26,7 @@ from server.sim.http import Connection, Handler, Request, WriteBatcher
 from server.sim.metrics import CONTENT_TYPE, render
 from server.sim.scheduler import FINISHED, SimRequest
 from server.sim.textgen import Vocabulary
-from tokenizer_checks.bundled import render_chat
+from workload.tokenizers import render_chat
 
 ERROR_TYPES = {400: "BadRequestError", 404: "NotFoundError", 429: "RateLimitError", 500: "InternalServerError"}
 

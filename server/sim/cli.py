@@ -26,7 +26,7 @@ from server.sim.metrics import EngineMetrics, SimCollector, make_registry
 from server.sim.profiles import DEFAULT_PROFILE, Profile, ProfileError, available, load_profile
 from server.sim.scheduler import Scheduler, SchedulerConfig
 from server.sim.textgen import build_vocabulary
-from tokenizer_checks.bundled import DEFAULT_TOKENIZER, TokenizerNotFound, load_tokenizer
+from workload.tokenizers import DEFAULT_TOKENIZER, TokenizerNotFound, load_tokenizer
 
 log = logging.getLogger("server.sim")
 

@@ -24,9 +24,9 @@ import numpy as np
 import pytest
 
 from tests.fixtures.sse import Transcript, load_transcript, names
-from tokenizer_checks.bundled import load_tokenizer
 from users.sse import SSEParser
 from users.tally import StreamTally
+from workload.tokenizers import load_tokenizer
 
 STREAMS = [n for n in names() if load_transcript(n).ok]
 ERRORS = [n for n in names() if not load_transcript(n).ok]

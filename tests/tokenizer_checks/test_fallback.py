@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from tests.tokenizer_checks.helpers import run_json
-from tokenizer_checks.bundled import load_tokenizer
+from workload.tokenizers import load_tokenizer
 
 BASE = ("fallback", "--primary", "deepseek-v3", "--fallback", "deepseek-v2", "--max-tokens", "4096")
 

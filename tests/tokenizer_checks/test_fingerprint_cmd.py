@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 
 from tests.tokenizer_checks.helpers import run_json
-from tokenizer_checks.bundled import tokenizer_json_bytes
+from workload.tokenizers import tokenizer_json_bytes
 
 
 def test_fingerprint_against_hand_computed_sha256(capsys, tmp_path):

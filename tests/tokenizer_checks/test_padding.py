@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from tests.tokenizer_checks.helpers import run_json
-from tokenizer_checks.bundled import BOS, EOS, load_tokenizer
 from tokenizer_checks.commands.padding import Setup, build
 from tokenizer_checks.texts import load_texts, shipped
+from workload.tokenizers import BOS, EOS, load_tokenizer
 
 LLAMA_BATCH = str(shipped("padding_batch_llama3.jsonl"))
 DEEPSEEK_BATCH = str(shipped("padding_batch_deepseek.jsonl"))

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from tokenizer_checks.bundled import load_tokenizer
 from tokenizer_checks.segments import Span, boundary_diffs, jaccard_drift, special_token_diff
+from workload.tokenizers import load_tokenizer
 
 
 def test_jaccard_drift_matches_the_seed_formula():

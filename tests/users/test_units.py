@@ -11,8 +11,6 @@ import numpy as np
 import pytest
 from locust.argument_parser import LocustArgumentParser
 
-from tokenizer_checks.bundled import load_tokenizer
-from tokenizer_checks.routing import RouteTable
 from users.align import check
 from users.inflight import Inflight
 from users.options import add_arguments
@@ -20,6 +18,8 @@ from users.settings import RunSettings
 from users.tally import StreamTally
 from users.watchdog import Stalled, StallWatch
 from workload.prompts import SyntheticPrompts
+from workload.routing import RouteTable
+from workload.tokenizers import load_tokenizer
 
 
 def parse(*argv: str) -> argparse.Namespace:

@@ -13,7 +13,7 @@ import pytest
 from scripts.capture_transcripts import CASES, capture
 from tests.fixtures.sse import load_transcript
 from tests.vllm.engine import SERVED_NAME, Server
-from tokenizer_checks.bundled import load_tokenizer, render_chat
+from workload.tokenizers import load_tokenizer, render_chat
 
 pytestmark = pytest.mark.vllm
 

@@ -10,7 +10,7 @@ import json
 import pytest
 
 from scripts.build_tiny_model import ARCH, padded_vocab
-from tokenizer_checks.bundled import CHAT_TEMPLATE, load_tokenizer, render_chat, tokenizer_json_bytes
+from workload.tokenizers import CHAT_TEMPLATE, load_tokenizer, render_chat, tokenizer_json_bytes
 
 pytestmark = pytest.mark.vllm
 

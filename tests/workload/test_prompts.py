@@ -7,9 +7,9 @@ import json
 import numpy as np
 import pytest
 
-from tokenizer_checks.bundled import load_tokenizer, render_chat
 from workload.datasets import load_prompt_file
 from workload.prompts import FilePrompts, SyntheticPrompts
+from workload.tokenizers import load_tokenizer, render_chat
 
 TOK = load_tokenizer("deepseek-v4")
 

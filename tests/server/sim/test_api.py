@@ -8,7 +8,7 @@ import json
 import pytest
 
 from tests.server.sim.helpers import get, post, running_sim, sse_events, stream
-from tokenizer_checks.bundled import load_tokenizer, render_chat
+from workload.tokenizers import load_tokenizer, render_chat
 
 TOK = load_tokenizer("deepseek-v4")
 MESSAGES = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Name three rivers."}]

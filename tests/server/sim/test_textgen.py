@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from server.sim.textgen import build_vocabulary
-from tokenizer_checks.bundled import load_tokenizer
+from workload.tokenizers import load_tokenizer
 
 
 def test_generated_ids_decode_and_re_encode_one_for_one():

@@ -8,9 +8,8 @@ import hashlib
 import numpy as np
 import pytest
 
-from tokenizer_checks.bundled import tokenizer_json_bytes
-from tokenizer_checks.options import route_table_arg, route_table_from
-from tokenizer_checks.routing import (
+from users.options import route_table_arg, route_table_from
+from workload.routing import (
     DEFAULT_BUCKET_TABLE,
     BucketTable,
     Route,
@@ -19,6 +18,7 @@ from tokenizer_checks.routing import (
     fingerprint,
     metadata_headers,
 )
+from workload.tokenizers import tokenizer_json_bytes
 
 
 def test_fingerprint_matches_hand_computed_sha256():
@@ -105,7 +105,7 @@ def test_option_type_validator_and_reader():
 def test_option_registered_on_locust_parser(monkeypatch):
     from locust.argument_parser import get_empty_argument_parser, setup_parser_arguments
 
-    from tokenizer_checks.options import add_arguments
+    from users.options import add_arguments
 
     def get_parser():
         # Locust's own parser without firing the global init_command_line_parser event: another test may

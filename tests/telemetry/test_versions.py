@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from telemetry.recorder import Recorder
-from tokenizer_checks.plugin import versions_section
+from telemetry.versions import versions_section
 from users.result import GenerationResult
 
 

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from urllib.parse import urlsplit
 
-from tokenizer_checks.bundled import tokenizer_hash
+from workload.tokenizers import tokenizer_hash
 
 BUCKETS = 100
 DEFAULT_BUCKET_TABLE = "0-79=v1,80-94=beta,95-99=canary"

@@ -1,6 +1,6 @@
-"""Install gray routing's reporting on a Locust environment: the summary's ``versions`` section.
+"""Gray routing's report: the summary's ``versions`` section.
 
-The users route each request by its fingerprint (``--route-table``, :mod:`tokenizer_checks.routing`) and
+The users route each request by its fingerprint (``--route-table``, :mod:`workload.routing`) and
 stamp ``GenerationResult.version``; telemetry records per (user class, stage, version). This adds
 ``summary["versions"]`` on the master: per route version its requests, share of traffic next to the
 share its bucket ranges promise, base URL, token counts and latency quantiles (ms), so one run compares
@@ -12,21 +12,15 @@ two deployments side by side:
 
 from __future__ import annotations
 
-import logging
+from telemetry.recorder import Recorder
+from telemetry.summary import q_ms
+from users.options import route_table_from
 
-from locust.runners import WorkerRunner
-
-from tokenizer_checks.options import route_table_from
-
-logger = logging.getLogger(__name__)
 METRICS = ("ttft", "itl", "tpot", "e2e", "decode_span")
 
 
 def versions_section(hub) -> dict:
     """``{version: {...}}`` from the merged recorder (warm-up stages left out, like the rest of the summary)."""
-    from telemetry.recorder import Recorder
-    from telemetry.summary import q_ms
-
     board = getattr(hub.environment, "llm_stage_board", None)
     warmup = {st.name for st, _wall, _perf in (board.history if board else []) if getattr(st, "warmup", False)}
     try:
@@ -59,26 +53,3 @@ def versions_section(hub) -> dict:
             **{f"{m}_ms": q_ms(Recorder.merged_sketch(cells, m)) for m in METRICS},
         }
     return out
-
-
-class _Section:
-    """Adds the section once the telemetry hub exists (it may be installed after this package)."""
-
-    def __init__(self, environment) -> None:
-        self.environment = environment
-        self.done = False
-
-    def __call__(self, **_kw) -> None:
-        hub = getattr(self.environment, "llm_telemetry", None)
-        if self.done or hub is None or not hasattr(hub, "add_section"):
-            return
-        hub.add_section("versions", versions_section)
-        self.done = True
-
-
-def install(environment) -> None:
-    if isinstance(environment.runner, WorkerRunner):
-        return
-    section = _Section(environment)
-    section()
-    environment.events.test_start.add_listener(section)
