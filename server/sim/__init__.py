@@ -9,8 +9,8 @@ model, streams real token ids, and exports vLLM's Prometheus metrics. Modules:
 - :mod:`~server.sim.engine` the timed step loop; :mod:`~server.sim.cost` step times;
 - :mod:`~server.sim.api`, :mod:`~server.sim.sse`, :mod:`~server.sim.http` the HTTP side;
 - :mod:`~server.sim.metrics` ``/metrics``; :mod:`~server.sim.faults` fault injection;
-- :mod:`~server.sim.textgen` generated text; :mod:`~server.sim.calibrate`, :mod:`~server.sim.seedcheck`
-  fitting and checking profiles.
+- :mod:`~server.sim.textgen` generated text; :mod:`~server.sim.calibrate` fitting profiles (the real-time
+  check runs the project's own Locust users: tests/server/sim/test_seed_scenario.py).
 
     python -m server.sim --port 8000 --profile deepseek-v2-lite-a100
 """

@@ -2,7 +2,8 @@
 
 This runs the same :class:`Scheduler` and :class:`CostModel` as the server, without HTTP or sleeping:
 N users start together, each sends its next request ``client_gap_s`` after the previous one ended.
-It is how the profiles were fitted (the real-time check over HTTP is :mod:`server.sim.seedcheck`).
+It is how the profiles were fitted (the real-time check over HTTP runs the Locust users:
+tests/server/sim/test_seed_scenario.py).
 
     python -m server.sim.calibrate --profile deepseek-v2-lite-a100 --users 16 --input-len 512 --output-len 256
 """

@@ -1,0 +1,153 @@
+"""Imports go one way (docs/architecture.md "Layers"): no cycle among the project's modules or packages, and no
+package imports a layer above its own. The graph is built from the source with ``ast`` (every ``import``, also
+inside functions and under ``TYPE_CHECKING``), tests excluded."""
+
+from __future__ import annotations
+
+import ast
+import os
+from collections import defaultdict
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+SKIP = {"tests", "results", "node_modules"}
+
+LAYERS = {"workload": 0, "shapes": 1, "users": 2, "telemetry": 3, "webui": 4}
+"""The product layers, bottom to top: a package may import its own layer and those below it."""
+ONLY_WORKLOAD = ("tokenizer_checks", "server")
+"""Side packages that may use only ``workload`` from the project."""
+
+
+def project_modules(root: Path = ROOT) -> dict[str, Path]:
+    out: dict[str, Path] = {}
+    for folder, dirs, files in os.walk(root):
+        dirs[:] = [d for d in dirs if not d.startswith(".") and d not in SKIP]  # .venv, .git, .cache ...
+        for f in files:
+            if f.endswith(".py"):
+                rel = (Path(folder) / f).relative_to(root)
+                out[".".join(rel.with_suffix("").parts).removesuffix(".__init__")] = root / rel
+    return out
+
+
+def _resolve(name: str, mods: dict[str, Path]) -> str | None:
+    """The longest project module that ``name`` (a module or module.attribute) starts with."""
+    parts = name.split(".")
+    while parts:
+        candidate = ".".join(parts)
+        if candidate in mods:
+            return candidate
+        parts.pop()
+    return None
+
+
+def import_graph(mods: dict[str, Path]) -> dict[str, set[str]]:
+    graph: dict[str, set[str]] = defaultdict(set)
+    for mod, path in mods.items():
+        package = mod if path.name == "__init__.py" else mod.rpartition(".")[0]
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    anchor = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                    base = ".".join([*anchor, *([node.module] if node.module else [])])
+                names = [base, *(f"{base}.{a.name}" for a in node.names)]
+            else:
+                continue
+            for n in names:
+                target = _resolve(n, mods)
+                if target is not None and target != mod:
+                    graph[mod].add(target)
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components with more than one node (Tarjan, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    counter = 0
+    nodes = set(graph) | {t for ts in graph.values() for t in ts}
+    for start in sorted(nodes):
+        if start in index:
+            continue
+        work = [(start, iter(sorted(graph.get(start, ()))))]
+        index[start] = low[start] = counter
+        counter += 1
+        stack.append(start)
+        on_stack.add(start)
+        while work:
+            v, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = counter
+                    counter += 1
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph.get(child, ())))))
+                elif child in on_stack:
+                    low[v] = min(low[v], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[v])
+            if low[v] == index[v]:
+                comp = []
+                while True:
+                    w = stack.pop()
+                    on_stack.discard(w)
+                    comp.append(w)
+                    if w == v:
+                        break
+                if len(comp) > 1:
+                    found.append(sorted(comp))
+    return found
+
+
+def package_graph(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    out: dict[str, set[str]] = defaultdict(set)
+    for a, targets in graph.items():
+        for b in targets:
+            pa, pb = a.split(".")[0], b.split(".")[0]
+            if pa != pb:
+                out[pa].add(pb)
+    return out
+
+
+GRAPH = import_graph(project_modules())
+
+
+def test_the_graph_sees_the_project():
+    # a broken walker would find no edges and pass the cycle checks vacuously
+    assert "users.client" in GRAPH and "users.result" in GRAPH["users.client"]
+    assert "workload.tokenizers" in GRAPH["workload.prompts"]
+
+
+def test_cycle_finder_finds_cycles():
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_no_module_cycle():
+    assert cycles(GRAPH) == []
+
+
+def test_no_package_cycle():
+    assert cycles(package_graph(GRAPH)) == []
+
+
+def test_layers_import_downwards_only():
+    wrong = []
+    for a, targets in package_graph(GRAPH).items():
+        for b in targets:
+            if a in LAYERS and b in LAYERS and LAYERS[b] > LAYERS[a]:
+                wrong.append(f"{a} -> {b}")
+            if a in ONLY_WORKLOAD and b != "workload":
+                wrong.append(f"{a} -> {b}")
+            if a in LAYERS and b not in LAYERS:
+                wrong.append(f"{a} -> {b}")  # the product layers never reach into the CLIs, servers or scripts
+    assert wrong == []
