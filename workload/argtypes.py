@@ -1,0 +1,132 @@
+"""The project's argparse ``type=`` callables: every command line (Locust options, the simulator, the scripted
+server, tokenizer_checks, scripts, benchmarks) takes its numbers, ports, URLs and length SPECs from here.
+
+Each one returns the parsed value or raises ``argparse.ArgumentTypeError("expected <form>, got '<text>'")``,
+so a bad value is one line naming the accepted form (argparse adds the option's name in front):
+
+    parser.add_argument("--batch-size", type=positive_int, default=8)
+    parser.add_argument("--stage-duration", type=as_text(seconds), default="60")   # validated, kept a string
+    parser.add_argument("--spike-factor", type=number(above=1.0, form="a factor > 1 such as 2 or 2.5"))
+
+Grammars of one domain (the route table, the sweep lists, the simulator's fault kinds) stay next to
+their grammar and build on these.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from collections.abc import Callable
+from typing import TypeVar
+
+from workload.lengths import parse_spec
+
+T = TypeVar("T")
+
+SECONDS_MAX = 1e7
+"""Longest accepted duration (about 115 days): larger values overflow timers (gevent, asyncio)."""
+
+
+def reject(form: str, text: object) -> argparse.ArgumentTypeError:
+    """The one error shape: ``expected <form>, got '<text>'``."""
+    return argparse.ArgumentTypeError(f"expected {form}, got {text!r}")
+
+
+def _int(text: str) -> int | None:
+    try:
+        return int(str(text).strip())
+    except ValueError:
+        return None
+
+
+def _float(text: str) -> float | None:
+    try:
+        value = float(str(text).strip())
+    except ValueError:
+        return None
+    return value if math.isfinite(value) else None
+
+
+def _named(name: str, doc: str, check: Callable[[str], T]) -> Callable[[str], T]:
+    check.__name__ = check.__qualname__ = name  # argparse names the type in some messages
+    check.__doc__ = doc
+    return check
+
+
+def integer(*, least: int, at_most: int | None = None, form: str) -> Callable[[str], int]:
+    """A type for whole numbers ``least <= value <= at_most``, rejecting with ``form``."""
+
+    def check(text: str) -> int:
+        value = _int(text)
+        if value is None or value < least or (at_most is not None and value > at_most):
+            raise reject(form, text)
+        return value
+
+    return check
+
+
+def number(*, above: float | None = None, least: float | None = None, at_most: float | None = None,
+           form: str) -> Callable[[str], float]:
+    """A type for finite numbers with ``value > above``, ``value >= least`` and ``value <= at_most`` (each if given)."""
+
+    def check(text: str) -> float:
+        value = _float(text)
+        if (
+            value is None
+            or (above is not None and not value > above)
+            or (least is not None and not value >= least)
+            or (at_most is not None and not value <= at_most)
+        ):
+            raise reject(form, text)
+        return value
+
+    return check
+
+
+positive_int = _named("positive_int", "A count: 1, 2, 3, ...",
+                      integer(least=1, form="a positive integer (a whole number >= 1)"))
+non_negative_int = _named("non_negative_int", "A count that may be zero: 0, 1, 2, ...",
+                          integer(least=0, form="an integer >= 0"))
+seed = _named("seed", "A random seed (each worker adds its index).", integer(least=0, form="a seed: an integer >= 0"))
+port = _named("port", "A TCP port (what 0 means is the option's: off, or pick a free one).",
+              integer(least=0, at_most=65535, form="a TCP port number 0..65535"))
+positive_number = _named("positive_number", "A finite number > 0 (a rate, a scale).",
+                         number(above=0.0, form="a number > 0"))
+seconds = _named("seconds", "A duration in seconds, > 0.",
+                 number(above=0.0, at_most=SECONDS_MAX, form="a number of seconds > 0 such as 30 or 2.5"))
+non_negative_seconds = _named("non_negative_seconds", "A duration in seconds that may be zero (none).",
+                              number(least=0.0, at_most=SECONDS_MAX, form="a number of seconds >= 0 such as 0 or 10"))
+milliseconds = _named("milliseconds", "A duration in milliseconds, > 0 (SLO thresholds).",
+                      number(above=0.0, form="a number of milliseconds > 0 such as 800"))
+fraction = _named("fraction", "A number in [0, 1]: a probability, a ratio, a share.",
+                  number(least=0.0, at_most=1.0,
+                         form="a fraction between 0 and 1 (a probability or ratio) such as 0.05"))
+
+
+def url_or_off(text: str) -> str:
+    """An ``http://`` or ``https://`` URL, or ``off``."""
+    if str(text).strip().lower() == "off" or str(text).startswith(("http://", "https://")):
+        return text
+    raise reject("an http(s):// URL or 'off'", text)
+
+
+def length_spec(text: str) -> str:
+    """A length SPEC (``workload.lengths``), normalized; the message lists the SPEC forms."""
+    try:
+        return str(parse_spec(text))
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def as_text(check: Callable[[str], T]) -> Callable[[str], str]:
+    """The type ``check`` validates with, but the value stays the (stripped) string.
+
+    For options the web UI writes back into ``parsed_options`` as text: their readers parse again anyway.
+    """
+
+    def validated(text: str) -> str:
+        check(text)
+        return str(text).strip()
+
+    validated.__name__ = getattr(check, "__name__", "value")
+    return validated
