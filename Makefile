@@ -3,6 +3,8 @@
 #   make test       the whole suite, the real vLLM CPU engine included (installed once into .venv-vllm)
 #   make test-fast  everything but the real-engine tests
 #   make test-vllm  only the real-engine tests
+# A test that needs what these targets install (REQUIRE_SYSTEM_TOOLS: Debian tools; REQUIRE_VLLM: the engine)
+# fails under them instead of skipping: tests/requires.py.
 SHELL := /bin/bash
 PYTHON ?= python3
 VENV := .venv
@@ -19,6 +21,8 @@ $(STAMP): requirements.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip==26.3 || true
 	$(BIN)/python -m pip install -q -r requirements.txt
+	@# the checkout on the venv's path: `import deepseek_locust` works in a locustfile anywhere (docs/architecture.md)
+	$(BIN)/python -c 'import os, sysconfig; open(os.path.join(sysconfig.get_paths()["purelib"], "deepseek_locust.pth"), "w").write(os.getcwd() + "\n")'
 	touch $@
 
 # Debian packages the integration tests use: a real Prometheus, Chromium + driver, docker-compose (config checks).
@@ -38,10 +42,10 @@ run: install
 	$(BIN)/python -m scripts.demo --users 16 --run-time 60 --out results
 
 test: install system-deps vllm-env
-	REQUIRE_VLLM=1 $(BIN)/python -m pytest -q -p no:cacheprovider tests
+	REQUIRE_VLLM=1 REQUIRE_SYSTEM_TOOLS=1 $(BIN)/python -m pytest -q -p no:cacheprovider tests
 
 test-fast: install system-deps
-	$(BIN)/python -m pytest -q -p no:cacheprovider -m "not vllm" tests
+	REQUIRE_SYSTEM_TOOLS=1 $(BIN)/python -m pytest -q -p no:cacheprovider -m "not vllm" tests
 
 test-vllm: install vllm-env
 	REQUIRE_VLLM=1 $(BIN)/python -m pytest -q -p no:cacheprovider -m vllm tests

@@ -1,36 +1,9 @@
-"""deepseek-locust entry point: wiring only (options, user classes, shape, telemetry). No logic here.
+"""deepseek-locust entry point: the plugin (options, telemetry, shapes, report, web UI) and the three user classes.
 
     locust -f locustfile.py --headless -u 16 -r 16 -t 60s --host http://127.0.0.1:8000
+
+Your own locustfile gets the same with ``import deepseek_locust`` (see that module).
 """
 
-from locust import events
-
-from shapes.options import add_arguments as add_shape_options
-from shapes.plugin import install as install_shapes
-from telemetry.attribution.options import add_arguments as add_attribution_options
-from telemetry.attribution.plugin import install as install_attribution
-from telemetry.options import add_arguments as add_telemetry_options
-from telemetry.plugin import install as install_telemetry
-from telemetry.report.plugin import install as install_report
+import deepseek_locust  # noqa: F401  (registers the plugin on Locust's events)
 from users import BatchCompletionUser, StreamingChatUser, StreamingCompletionUser  # noqa: F401
-from users.options import add_arguments as add_user_options
-from users.plugin import install as install_users
-from webui.plugin import install as install_webui
-
-
-@events.init_command_line_parser.add_listener
-def _add_options(parser, **_kw):
-    add_user_options(parser)
-    add_shape_options(parser)
-    add_telemetry_options(parser)
-    add_attribution_options(parser)
-
-
-@events.init.add_listener
-def _install(environment, **_kw):
-    install_users(environment)
-    install_shapes(environment)
-    install_telemetry(environment)
-    install_attribution(environment)
-    install_report(environment)
-    install_webui(environment)
