@@ -6,14 +6,13 @@
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 from functools import cache
 from pathlib import Path
 
-import pytest
 import yaml
 
+from tests.requires import require_tool
 from tests.support import ROOT
 
 COMPOSE_FILE = ROOT / "docker-compose.yml"
@@ -21,10 +20,7 @@ PROFILES = ("sim", "gpu")
 
 
 def docker_compose() -> str:
-    exe = shutil.which("docker-compose")
-    if exe is None:
-        pytest.skip("docker-compose missing: install Debian's docker-compose (make system-deps)")
-    return exe
+    return require_tool("docker-compose", "docker-compose")
 
 
 def config(profile: str, file: Path = COMPOSE_FILE) -> subprocess.CompletedProcess:

@@ -4,10 +4,8 @@ and every query names real metrics and parses in a real Prometheus (Debian's, on
 from __future__ import annotations
 
 import runpy
-import shutil
 import subprocess
 
-import pytest
 import yaml
 
 from tests.deploy.compose import command, option, rendered
@@ -20,6 +18,7 @@ from tests.deploy.promql import (
     names_in,
     query,
 )
+from tests.requires import require_tool
 from tests.support import ROOT, Proc, free_port, wait_http
 
 PROM_FILE = ROOT / "deploy" / "prometheus.yml"
@@ -27,10 +26,7 @@ PROVISIONING = ROOT / "deploy" / "grafana" / "provisioning"
 
 
 def _tool(name: str) -> str:
-    exe = shutil.which(name)
-    if exe is None:
-        pytest.skip(f"{name} missing: install Debian's prometheus package (make system-deps)")
-    return exe
+    return require_tool(name, "prometheus")
 
 
 def _targets() -> dict[str, list[str]]:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import pytest
+import transformers
 
 from tests.tokenizer_checks.helpers import run_json
 from tokenizer_checks.commands.padding import Setup, build
@@ -63,7 +63,6 @@ def test_padding_to_max_length_and_truncation(capsys):
 
 def test_before_matches_transformers5_add_eos_token():
     """Our 'before' sequences are what transformers 5 builds with add_bos_token/add_eos_token on."""
-    transformers = pytest.importorskip("transformers")
     tok = load_tokenizer("deepseek-v3")
     hf = transformers.PreTrainedTokenizerFast(tokenizer_object=tok, bos_token=BOS, eos_token=EOS, pad_token=EOS,
                                               add_bos_token=True, add_eos_token=True)

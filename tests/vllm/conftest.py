@@ -1,7 +1,7 @@
 """Fixtures for the real-engine tests (all marked ``vllm``).
 
 Outside ``make test-vllm`` / ``make test`` the tests skip when the engine venv or model is missing;
-those targets set ``REQUIRE_VLLM=1``, which turns that skip into a failure, so CI can never pass
+those targets set ``REQUIRE_VLLM=1``, which turns that skip into a failure (tests/requires.py), so CI can never pass
 with the real-engine tests silently skipped.
 
 The engine pool lives for this package only: the last server stops before the rest of the suite runs.
@@ -9,20 +9,17 @@ The engine pool lives for this package only: the last server stops before the re
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
 
+from tests.requires import VLLM, require
 from tests.vllm.engine import MODEL_DIR, EnginePool, Server, missing_reason
 
 
 def _require_engine() -> None:
     reason = missing_reason()
-    if reason is not None:
-        if os.environ.get("REQUIRE_VLLM") == "1":
-            pytest.fail(f"REQUIRE_VLLM=1 but the real engine is unavailable: {reason}", pytrace=False)
-        pytest.skip(f"real vLLM engine unavailable: {reason}")
+    require(reason and f"real vLLM engine unavailable: {reason}", VLLM)
 
 
 @pytest.fixture(scope="package")

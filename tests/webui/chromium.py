@@ -8,13 +8,12 @@
 
 from __future__ import annotations
 
-import shutil
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-import pytest
+from tests.requires import SYSTEM_TOOLS, require
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMEDRIVER = "/usr/bin/chromedriver"
@@ -32,9 +31,10 @@ FLAGS = [
 
 
 def require_chromium() -> None:
-    for path in (CHROMIUM, CHROMEDRIVER):
-        if not Path(path).exists() and not shutil.which(Path(path).name):
-            pytest.skip(f"{path} missing: install Debian's chromium and chromium-driver (make system-deps)")
+    """Skip when Debian's chromium / chromium-driver are absent (fail under REQUIRE_SYSTEM_TOOLS=1)."""
+    missing = [path for path in (CHROMIUM, CHROMEDRIVER) if not Path(path).exists()]
+    reason = f"{', '.join(missing)} missing: install Debian's chromium and chromium-driver (make system-deps)"
+    require(reason if missing else None, SYSTEM_TOOLS)
 
 
 @contextmanager

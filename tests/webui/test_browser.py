@@ -92,8 +92,6 @@ def test_llm_tab_shows_and_follows_the_hub(tmp_path):
 
 def test_llm_tab_with_the_simulator(tmp_path):
     require_chromium()
-    if not (ROOT / "server" / "sim" / "__main__.py").exists():
-        pytest.skip("server.sim not in this checkout yet")
     SHOTS.mkdir(parents=True, exist_ok=True)
     sim_port = free_port()
     sim_argv = [PY, "-m", "server.sim", "--host", "127.0.0.1", "--port", str(sim_port),

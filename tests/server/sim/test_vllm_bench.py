@@ -8,21 +8,28 @@ import subprocess
 
 import pytest
 
+from tests.requires import VLLM as VLLM_SWITCH
+from tests.requires import require
 from tests.server.sim.helpers import running_sim
 from tests.support import ROOT
 
 VLLM = ROOT / ".venv-vllm" / "bin" / "vllm"
 TOKENIZER = ROOT / ".cache" / "tiny-deepseek"
 
-pytestmark = [
-    pytest.mark.vllm,
-    pytest.mark.skipif(not VLLM.exists(), reason=".venv-vllm/bin/vllm missing (make vllm-env builds it)"),
-    pytest.mark.skipif(not (TOKENIZER / "tokenizer.json").exists(), reason=".cache/tiny-deepseek missing"),
-]
+pytestmark = pytest.mark.vllm
+
+
+def _missing() -> str | None:
+    if not VLLM.exists():
+        return ".venv-vllm/bin/vllm missing (make vllm-env builds it)"
+    if not (TOKENIZER / "tokenizer.json").exists():
+        return ".cache/tiny-deepseek missing (make vllm-env builds it)"
+    return None
 
 
 @pytest.mark.parametrize("backend, endpoint", [("openai-chat", "/v1/chat/completions"), ("openai", "/v1/completions")])
 def test_vllm_bench_serve_completes_every_request(tmp_path, backend, endpoint):
+    require(_missing(), VLLM_SWITCH)
     n, out_len = 24, 16
     with running_sim("--time-scale", "10", profile="deepseek-v2-lite-a100") as sim:
         cmd = [str(VLLM), "bench", "serve", "--backend", backend, "--endpoint", endpoint,

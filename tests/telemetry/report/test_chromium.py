@@ -5,16 +5,13 @@ The screenshot lands in the test's tmp dir (``report.png``); its path is printed
 
 from __future__ import annotations
 
-import shutil
-
 import pytest
+from selenium import webdriver
+from selenium.webdriver.chrome.service import Service
 
 from telemetry.report import render
+from tests.requires import require_tool
 from tests.telemetry.report.synthetic import single_stage_no_server, sweep_summary
-
-webdriver = pytest.importorskip("selenium.webdriver")
-CHROMEDRIVER = shutil.which("chromedriver")
-pytestmark = pytest.mark.skipif(CHROMEDRIVER is None, reason="Debian chromium-driver not installed (make system-deps)")
 
 FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
          "--disable-sync", "--no-first-run", "--window-size=1400,1000")
@@ -30,12 +27,11 @@ return Array.from(document.querySelectorAll('svg.chart')).map(function (s) {
 
 @pytest.fixture
 def browser(tmp_path):
-    from selenium.webdriver.chrome.service import Service
-
+    chromedriver = require_tool("chromedriver", "chromium-driver")
     opts = webdriver.ChromeOptions()
     for flag in (*FLAGS, f"--user-data-dir={tmp_path / 'profile'}"):
         opts.add_argument(flag)
-    drv = webdriver.Chrome(options=opts, service=Service(CHROMEDRIVER))
+    drv = webdriver.Chrome(options=opts, service=Service(chromedriver))
     drv.set_page_load_timeout(30)
     yield drv
     drv.quit()
