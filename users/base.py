@@ -8,12 +8,18 @@ Each task iteration sends ONE LLM request and fires ONE Locust request event for
     class MyChat(StreamingChatUser):
         weight = 3
 
+    class MyEndpoint(LLMUser):      # any registered API adapter (users.adapters)
+        adapter = "my-endpoint"
+
 A user reads the process settings (``environment.llm_users``, built at test_start), stamps the current
-stage (``environment.llm_stage_board``), takes its prompt length from the stage's ``input_len`` or
-``--input-len``, and in open loop waits for ``environment.llm_pacer.wait_slot()`` before sending.
+stage (``environment.llm_stage_board``), draws the request's input once (:func:`users.request.draw`: prompt
+length from the stage's ``input_len`` or ``--input-len``), has its adapter build the body, and in open loop
+waits for ``environment.llm_pacer.wait_slot()`` before sending.
 """
 
 from __future__ import annotations
+
+from typing import NamedTuple
 
 import orjson
 from geventhttpclient.url import URL
@@ -21,9 +27,23 @@ from locust import constant, task
 from locust.contrib.fasthttp import FastHttpUser
 
 from shapes.stage import MAIN
+from users.adapters import adapter_named
+from users.adapters.base import Adapter
 from users.client import Call, LLMError, exchange
+from users.request import RequestInput, draw
 from users.result import GenerationResult
-from users.settings import STREAM_OPTIONS, RunSettings
+from users.settings import RunSettings
+
+
+class Target(NamedTuple):
+    """Where one request goes: ``--host``, or the host of the route its fingerprint picked."""
+
+    http: object
+    """The geventhttpclient HTTPClient of that host."""
+    path: str
+    """The adapter's path under the host's base path."""
+    headers: dict[str, str]
+    """The process's request headers, plus the route's metadata headers."""
 
 
 class LLMUser(FastHttpUser):
@@ -31,14 +51,8 @@ class LLMUser(FastHttpUser):
 
     abstract = True
 
-    path: str = ""
-    """Endpoint path, e.g. ``/v1/chat/completions``."""
-
-    stream: bool = True
-    """Ask for a streamed (SSE) answer and time each chunk."""
-
-    chat: bool = False
-    """Chat messages (the chat template's tokens count in the prompt) rather than a raw prompt."""
+    adapter: str = ""
+    """Name of the API adapter (``users.adapters.ADAPTERS``): endpoint, body, and how the answer is read."""
 
     wait_time = constant(0)
     """No think time: the load is set by the number of users (or by the pacer)."""
@@ -48,6 +62,7 @@ class LLMUser(FastHttpUser):
         if settings is None:  # an Environment built without the plugin (tests, library use)
             settings = environment.llm_users = RunSettings.from_options(environment.parsed_options)
         self.settings: RunSettings = settings
+        self.api: Adapter = adapter_named(self.adapter)
         # with the process's stall watch, sockets block without a per-read timer (see users.watchdog)
         watched = getattr(environment, "llm_stall_watch", None) is not None
         self.network_timeout = None if watched else settings.request_timeout
@@ -55,22 +70,16 @@ class LLMUser(FastHttpUser):
         super().__init__(environment)
         self._pool = self.client.client.clientpool
         self._http = self._pool.get_client(URL(self.host))
-        self._request_name = f"POST {self.path} [{'stream' if self.stream else 'batch'}]"
-        self._headers = settings.headers(self.stream)
+        self._request_name = self.api.request_name
+        self._headers = settings.headers(self.api.stream)
 
-    def body(self, max_tokens: int, stage_input_len: str | None) -> tuple[dict, int, int]:
-        """(request body, prompt tokens by the client, prompts in the request)."""
-        raise NotImplementedError
-
-    def _routed(self, body: dict) -> tuple[object, str, dict[str, str], str | None]:
-        """(HTTP client, path, headers, version): ``--host``, or the route the fingerprint picks."""
-        picked = self.settings.route(body.get("messages") if self.chat else body.get("prompt"))
-        if picked is None:
-            return self._http, self.path, self._headers, None
-        version, base_url, meta = picked
-        url = URL(base_url)
+    def _target(self, inp: RequestInput) -> Target:
+        route = inp.route
+        if route is None:
+            return Target(self._http, self.api.path, self._headers)
+        url = URL(route.base_url)
         base_path = url.path.rstrip("/") if url.path not in ("", "/") else ""
-        return self._pool.get_client(url), base_path + self.path, {**self._headers, **meta}, version
+        return Target(self._pool.get_client(url), base_path + self.api.path, {**self._headers, **route.headers})
 
     def on_start(self) -> None:
         """Open the connection before the first timed request, as a long-lived client would: DNS look-up
@@ -88,27 +97,27 @@ class LLMUser(FastHttpUser):
 
     def send(self) -> GenerationResult:
         env = self.environment
+        api = self.api
         board = getattr(env, "llm_stage_board", None)
-        stage = board.current if board is not None else MAIN
-        max_tokens = self.settings.max_tokens()
-        body, prompt_tokens, batch = self.body(max_tokens, stage.input_len)
-        http, path, headers, version = self._routed(body)
+        inp = draw(self.settings, api, board.current if board is not None else MAIN)
+        target = self._target(inp)
         call = Call(
-            path=path,
-            body=orjson.dumps(body),
-            headers=headers,
+            path=target.path,
+            body=orjson.dumps(api.body(inp)),
+            headers=target.headers,
             name=self._request_name,
             user_class=type(self).__name__,
-            stage=stage.name,
-            stream=self.stream,
-            prompt_tokens_client=prompt_tokens,
-            max_tokens=max_tokens,
-            batch_size=batch,
-            version=version,
+            stage=inp.stage,
+            stream=api.stream,
+            prompt_tokens_client=inp.prompt_tokens,
+            max_tokens=inp.max_tokens,
+            batch_size=inp.prompts,
+            version=inp.version,
+            answer=api.answer,
         )
         pacer = getattr(env, "llm_pacer", None)
         t0 = pacer.wait_slot() if pacer is not None else None
-        result = exchange(http, call, t0, getattr(env, "llm_inflight", None), self.settings.count_text)
+        result = exchange(target.http, call, t0, getattr(env, "llm_inflight", None), self.settings.count_text)
         env.events.request.fire(
             request_type="LLM",
             name=call.name,
@@ -117,7 +126,7 @@ class LLMUser(FastHttpUser):
             exception=None if result.ok else LLMError(result.error_kind or "", _detail(result)),
             context={"llm_result": result},
             response=None,
-            url=self.path,
+            url=api.path,
             start_time=result.wall_start,
         )
         return result
@@ -133,36 +142,18 @@ class StreamingChatUser(LLMUser):
     """Streams ``/v1/chat/completions`` with one user message of a drawn length."""
 
     abstract = False
-    path = "/v1/chat/completions"
-    chat = True
-
-    def body(self, max_tokens, stage_input_len):
-        p = self.settings.prompt(True, stage_input_len)
-        messages = [{"role": "user", "content": p.text}]
-        body = {"messages": messages, "stream": True, "stream_options": STREAM_OPTIONS}
-        return {**body, **self.settings.sampling(max_tokens)}, p.tokens, 1
+    adapter = "chat"
 
 
 class StreamingCompletionUser(LLMUser):
     """Streams ``/v1/completions`` with a raw prompt of a drawn length."""
 
     abstract = False
-    path = "/v1/completions"
-
-    def body(self, max_tokens, stage_input_len):
-        p = self.settings.prompt(False, stage_input_len)
-        body = {"prompt": p.text, "stream": True, "stream_options": STREAM_OPTIONS}
-        return {**body, **self.settings.sampling(max_tokens)}, p.tokens, 1
+    adapter = "completions"
 
 
 class BatchCompletionUser(LLMUser):
     """Non-streaming ``/v1/completions`` carrying ``--batch-size`` prompts; per-request latency and tokens."""
 
     abstract = False
-    path = "/v1/completions"
-    stream = False
-
-    def body(self, max_tokens, stage_input_len):
-        prompts = [self.settings.prompt(False, stage_input_len) for _ in range(self.settings.batch_size)]
-        body = {"prompt": [p.text for p in prompts], "stream": False}
-        return {**body, **self.settings.sampling(max_tokens)}, sum(p.tokens for p in prompts), len(prompts)
+    adapter = "completions-batch"

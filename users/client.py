@@ -9,11 +9,14 @@ classified, and the request ends as ONE frozen :class:`~users.result.GenerationR
     http = user.client.client.clientpool.get_client(URL(host))   # geventhttpclient.HTTPClient
     result = exchange(http, call, t0=time.perf_counter(), inflight=board, count_text=count)
 
+How the answer is read — the stream's chunk classifier, its end-of-stream rule, the parse of a whole
+answer — is the call's ``answer`` (:class:`users.adapters.base.Answer`, by default the OpenAI shape).
+
 Error kinds: ``http_4xx`` / ``http_5xx`` / ``http_429`` (quoting the server's body, truncated),
 ``timeout`` (no byte for ``--request-timeout``: users.watchdog, or the socket timeout without it), ``connection``
 (no response: refused, reset, closed before the headers), ``stream_cut`` (the stream ended or broke
-without ``[DONE]`` and a ``finish_reason``), ``bad_chunk`` (an unparseable data line), ``server_error``
-(an error object inside a 200 stream), ``empty`` (no token at all).
+without the answer's end markers: for OpenAI ``[DONE]`` and a ``finish_reason``), ``bad_chunk`` (an
+unparseable data line), ``server_error`` (an error object inside a 200 stream), ``empty`` (no token at all).
 
 The read loop is the hot path of the whole client: one wait for readability, one ``recvmsg``, one parser
 ``feed`` (C, llhttp), one framer call and one tally call per read; no per-event Python beyond
@@ -27,39 +30,28 @@ import socket
 import struct
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
-import gevent
 import numpy as np
-import orjson
 from geventhttpclient._parser import HTTPResponseParser
 from geventhttpclient.client import HTTPClient
 from geventhttpclient.response import HTTPParseError, HTTPSocketPoolResponse
 
 import users.sendstamp as sendstamp
-from users.inflight import Inflight
+from users.adapters.base import Answer
+from users.adapters.openai import OPENAI
+from users.faults import LLMError, quote
+from users.inflight import Inflight, LiveRequest
 from users.result import GenerationResult
 from users.sse import SSEParser
-from users.tally import StreamFault, StreamTally
+from users.tally import StreamTally
 from users.watchdog import Stalled
 
 _RECV = 16384  # bytes per read: several events when the client falls behind; cheaper to allocate than 64 KiB
 _ERROR_BODY_LIMIT = 64 * 1024
-_QUOTE = 300
 _SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35)  # Linux; SCM_TIMESTAMPNS has the same value
 _unpack_ts = struct.Struct("qq").unpack_from  # struct timespec
 _cfeed = HTTPResponseParser.feed  # the C parser itself (the Python wrapper only adds a HEAD-request repair)
-
-
-class LLMError(Exception):
-    """The exception a failed request carries in its Locust event: message ``<kind>: <detail>``."""
-
-    def __init__(self, kind: str, detail: str) -> None:
-        super().__init__(f"{kind}: {detail}")
-        self.kind = kind
-
-    def __repr__(self) -> str:  # Locust's failure table shows repr(); keep it the plain message
-        return str(self)
 
 
 @dataclass(slots=True)
@@ -77,18 +69,14 @@ class Call:
     max_tokens: int
     batch_size: int = 1
     version: str | None = None
-    extra: dict = field(default_factory=dict)
+    answer: Answer = OPENAI
+    """How to read the answer (the adapter's)."""
 
 
 def _kind_of_status(status: int) -> str:
     if status == 429:
         return "http_429"
     return "http_5xx" if status >= 500 else "http_4xx"
-
-
-def _quote(raw: bytes) -> str:
-    s = raw.decode("utf-8", "replace").strip()
-    return s if len(s) <= _QUOTE else s[:_QUOTE] + "…"
 
 
 def exchange(
@@ -103,18 +91,17 @@ def exchange(
     ``t0`` is the scheduled send time in open loop; None means "just before the request is written".
     """
     wall = time.time()
-    tally = StreamTally(call.prompt_tokens_client)
+    tally = call.answer.tally(call.prompt_tokens_client)
     resp: HTTPSocketPoolResponse | None = None
     pool = http._connection_pool
     sendstamp.install(pool)
-    t_sent = tally.last = time.perf_counter()
+    t_sent = time.perf_counter()
+    live = LiveRequest(tally, t_sent)
     scheduled = t0
     if t0 is None:
         t0 = t_sent
-    tally.owner = gevent.getcurrent()
-    tally.live = True
     if inflight is not None:
-        inflight.add(tally)
+        inflight.add(live)
     try:
         try:
             resp = http.request("POST", call.path, body=call.body, headers=call.headers)
@@ -128,31 +115,30 @@ def exchange(
                 t0 = t_sent
         status = resp.status_code
         if status >= 400:
-            raise LLMError(_kind_of_status(status), f"HTTP {status}: {_quote(_read_all(resp, _ERROR_BODY_LIMIT))}")
+            body = quote(_read_all(resp, _ERROR_BODY_LIMIT), strip=True)
+            raise LLMError(_kind_of_status(status), f"HTTP {status}: {body}")
         if call.stream:
-            t_end = _read_stream(resp, tally)
+            t_end = _read_stream(resp, tally, live)
             return _stream_result(call, tally, t0, t_sent, t_end, wall, count_text)
         raw = _read_all(resp, None)
         return _whole_result(call, raw, t0, t_sent, time.perf_counter(), wall, count_text)
-    except LLMError as e:
-        return _failed(call, e.kind, str(e), t0, t_sent, wall, tally)
-    except StreamFault as e:
+    except LLMError as e:  # a StreamFault too (found in the answer)
         return _failed(call, e.kind, str(e), t0, t_sent, wall, tally)
     except Stalled:
         detail = f"no byte for the request timeout after {tally.out} tokens"
         return _failed(call, "timeout", f"timeout: {detail}", t0, t_sent, wall, tally)
     finally:
-        tally.live = False
+        live.live = False
         if resp is not None:
             resp.release()  # closes the socket unless the message completed cleanly
         if inflight is not None:
-            inflight.discard(tally)
+            inflight.discard(live)
 
 
-def _read_stream(resp: HTTPSocketPoolResponse, tally: StreamTally) -> float:
+def _read_stream(resp: HTTPSocketPoolResponse, tally: StreamTally, live: LiveRequest) -> float:
     """Read the body to its end, stamping each read; return the stamp of the read that ended it (the end
     of the stream for E2E: when its last bytes reached the host, not when this greenlet got to them).
-    Raise LLMError/StreamFault on a broken stream.
+    Raise LLMError/StreamFault on a broken stream. Each read sets ``live.last`` (the stall watch reads it).
 
     The C parser (llhttp) de-chunks the body and hands each piece straight to ``pending.append`` (set as
     the response's ``_on_body``): no Python frame and no buffer copy between the socket and the framer.
@@ -190,13 +176,13 @@ def _read_stream(resp: HTTPSocketPoolResponse, tally: StreamTally) -> float:
                     data, anc, _flags, _addr = raw(_RECV, 64)
                 except BlockingIOError:  # woken without bytes after all
                     continue
-                tally.last = t = perf()
+                live.last = t = perf()
                 if anc:  # when the bytes reached this host, not when this greenlet got to read them
                     sec, ns = _unpack_ts(anc[0][2])
                     t = min(t, sec + ns * 1e-9 - offset)
             else:
                 data = sock.recv(_RECV)
-                tally.last = t = perf()
+                live.last = t = perf()
             _cfeed(resp, data)  # b"" at EOF completes a body delimited by the connection's end
             if not data and not resp.message_complete:
                 raise LLMError("stream_cut", f"connection closed mid-stream after {tally.out} tokens")
@@ -291,9 +277,9 @@ def _failed(call: Call, kind: str, message: str, t0: float, t_sent: float, wall:
 
 
 def _stream_result(call, tally: StreamTally, t0, t_sent, t_end, wall, count_text) -> GenerationResult:
-    if not tally.done or not tally.finished:
-        missing = " and ".join(m for m, seen in (("[DONE]", tally.done), ("finish_reason", tally.finished)) if not seen)
-        raise LLMError("stream_cut", f"stream ended without {missing} after {tally.out} tokens")
+    missing = call.answer.stream_missing(tally)
+    if missing:
+        raise LLMError("stream_cut", f"stream ended without {' and '.join(missing)} after {tally.out} tokens")
     if not tally.times:
         raise LLMError("empty", "the stream carried no token")
     if tally.ct is not None:
@@ -316,25 +302,9 @@ def _stream_result(call, tally: StreamTally, t0, t_sent, t_end, wall, count_text
 
 
 def _whole_result(call, raw: bytes, t0, t_sent, t_end, wall, count_text) -> GenerationResult:
-    try:
-        obj = orjson.loads(raw)
-    except orjson.JSONDecodeError:
-        raise LLMError("bad_chunk", f"response is not JSON: {_quote(raw)}") from None
-    choices = obj.get("choices") if isinstance(obj, dict) else None
-    if not choices:
-        if isinstance(obj, dict) and (obj.get("error") is not None or obj.get("object") == "error"):
-            raise LLMError("server_error", _quote(raw))
-        raise LLMError("bad_chunk", f"response has no choices: {_quote(raw)}")
-    usage = obj.get("usage") or {}
-    output = usage.get("completion_tokens")
-    source = "usage"
-    if output is None:
-        texts = [c.get("text") or (c.get("message") or {}).get("content") or "" for c in choices]
-        output = sum(count_text(t) for t in texts) if count_text else 0
-        source = "tokenizer"
+    output, prompt, source = call.answer.parse_whole(raw, count_text)
     if output <= 0:
         raise LLMError("empty", "the response carried no token")
-    prompt = usage.get("prompt_tokens")
     return GenerationResult(
         ok=True,
         error_kind=None,

@@ -23,8 +23,6 @@ from workload.prompts import FilePrompts, Prompt, SyntheticPrompts
 from workload.routing import RouteTable, metadata_headers
 from workload.tokenizers import DEFAULT_TOKENIZER, load_tokenizer
 
-STREAM_OPTIONS = {"include_usage": True, "continuous_usage_stats": True}
-
 
 @dataclass
 class RunSettings:

@@ -9,33 +9,25 @@ non-empty (k = 1). The role-only first chat chunk, empty chunks and the final us
     t.add([b'{"choices":[...],"usage":{...}}', b"[DONE]"], arrival_time)
     t.times, t.ks, t.out, t.done, t.finished, t.usage_tokens, t.prompt_tokens
 
-Pure: no I/O, no clock. ``add`` raises :class:`StreamFault` (``bad_chunk`` or ``server_error``).
-Also the object :mod:`users.inflight` reads: ``prompt`` and ``out`` (tokens so far).
+Pure: no I/O, no clock. ``add`` raises :class:`~users.faults.StreamFault` (``bad_chunk`` or ``server_error``).
+This is the chunk classifier of the OpenAI answer shape (:mod:`users.adapters.openai`); the request's
+liveness (last byte, reading greenlet) is :class:`users.inflight.LiveRequest`, which reads ``prompt`` and
+``out`` (tokens so far) from here.
 """
 
 from __future__ import annotations
 
 import orjson
 
+from users.faults import StreamFault, quote
+
 _loads = orjson.loads
 _JSONError = orjson.JSONDecodeError
 _TEXT_FIELDS = ("content", "reasoning_content", "reasoning")
 
 
-class StreamFault(Exception):
-    """A failure found inside a stream; ``kind`` is one of users.result.ERROR_KINDS."""
-
-    def __init__(self, kind: str, detail: str) -> None:
-        super().__init__(f"{kind}: {detail}")
-        self.kind = kind
-        self.detail = detail
-
-
 class StreamTally:
-    __slots__ = (
-        "prompt", "out", "times", "ks", "done", "finished", "ct", "continuous", "prompt_tokens", "texts",
-        "last", "owner", "live", "stalled",
-    )  # fmt: skip
+    __slots__ = ("prompt", "out", "times", "ks", "done", "finished", "ct", "continuous", "prompt_tokens", "texts")
 
     def __init__(self, prompt_tokens_client: int = 0) -> None:
         self.prompt = prompt_tokens_client
@@ -54,12 +46,6 @@ class StreamTally:
         self.prompt_tokens: int | None = None
         self.texts: list[str] = []
         """Text of chunks counted without usage (for a tokenizer count when the server sends no usage)."""
-        self.last = 0.0
-        """When the last byte arrived (set by the client; read by users.watchdog)."""
-        self.owner = None
-        """The greenlet reading this request (set by the client), and whether it is still reading."""
-        self.live = False
-        self.stalled = False
 
     def add(self, payloads: list[bytes], t: float) -> None:
         """Account the event payloads that arrived in one read at time ``t``."""
@@ -103,14 +89,14 @@ class StreamTally:
         try:
             obj = _loads(p)
         except _JSONError:
-            raise StreamFault("bad_chunk", f"not JSON: {_quote(p)}") from None
+            raise StreamFault("bad_chunk", f"not JSON: {quote(p)}") from None
         if not isinstance(obj, dict):
-            raise StreamFault("bad_chunk", f"not a JSON object: {_quote(p)}")
+            raise StreamFault("bad_chunk", f"not a JSON object: {quote(p)}")
         if obj.get("error") is not None or obj.get("object") == "error":
-            raise StreamFault("server_error", _quote(p))
+            raise StreamFault("server_error", quote(p))
         usage = obj.get("usage")
         if not isinstance(usage, dict) or usage.get("completion_tokens") is None:
-            raise StreamFault("bad_chunk", f"no choices: {_quote(p)}")
+            raise StreamFault("bad_chunk", f"no choices: {quote(p)}")
         self.ct = usage["completion_tokens"]
         if self.prompt_tokens is None:
             self.prompt_tokens = usage.get("prompt_tokens")
@@ -128,8 +114,3 @@ class StreamTally:
         if self.continuous:  # a chunk without usage in a continuous stream: keep the delta base in step
             self.ct = (self.ct or 0) + 1
         return 1
-
-
-def _quote(p: bytes, limit: int = 300) -> str:
-    s = p.decode("utf-8", "replace")
-    return s if len(s) <= limit else s[:limit] + "…"

@@ -3,7 +3,7 @@
 gevent arms a timer for every blocking ``recv`` on a socket that has a timeout (about 7 µs per wait
 here, a third of the whole cost of a streamed token). The users' sockets therefore block without a
 timeout and this one greenlet per process watches the in-flight requests instead: a request whose
-last byte (``tally.last``) is older than ``--request-timeout`` gets :class:`Stalled` thrown into its
+last byte (``LiveRequest.last``) is older than ``--request-timeout`` gets :class:`Stalled` thrown into its
 greenlet, which the client reports as a ``timeout`` failure.
 
     watch = StallWatch(environment.llm_inflight, timeout_s=30).start()

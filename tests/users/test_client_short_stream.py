@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from users.client import LLMError, _read_stream
+from users.inflight import LiveRequest
 from users.tally import StreamTally
 
 BODY = (
@@ -28,12 +29,12 @@ class _Released:
 
 def test_whole_stream_with_the_headers_is_counted_without_a_socket():
     tally = StreamTally()
-    _read_stream(_Released(BODY, complete=True), tally)
+    _read_stream(_Released(BODY, complete=True), tally, LiveRequest(tally))
     assert tally.out == 2  # the role-only chunk carries no token
 
 
 def test_released_socket_before_the_end_is_a_stream_cut():
     tally = StreamTally()
     with pytest.raises(LLMError) as e:
-        _read_stream(_Released(BODY[:80], complete=False), tally)
+        _read_stream(_Released(BODY[:80], complete=False), tally, LiveRequest(tally))
     assert e.value.kind == "stream_cut"

@@ -12,7 +12,7 @@ import pytest
 from locust.argument_parser import LocustArgumentParser
 
 from users.align import check
-from users.inflight import Inflight
+from users.inflight import Inflight, LiveRequest
 from users.options import add_arguments
 from users.settings import RunSettings
 from users.tally import StreamTally
@@ -120,7 +120,7 @@ def test_stall_watch_throws_into_a_silent_request_only() -> None:
     caught: list[str] = []
 
     def request(silent: bool) -> None:
-        t = StreamTally()
+        t = LiveRequest(StreamTally())
         t.owner, t.live, t.last = gevent.getcurrent(), True, time.perf_counter()
         board.add(t)
         try:

@@ -1,0 +1,79 @@
+"""What one LLM request asks, drawn once per request: :class:`RequestInput` (frozen).
+
+The prompt text(s) and their client token count, the output length and the sampling fields, the route
+the prompt's fingerprint picks (``--route-table``) and the stage it is sent in. An adapter
+(:mod:`users.adapters`) turns it into a body; nothing here knows an endpoint.
+
+    inp = draw(settings, adapter, board.current)   # RNG order: max_tokens, then the prompts
+    inp.texts, inp.prompt_tokens, inp.max_tokens, inp.sampling, inp.route, inp.stage, inp.model_input
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import NamedTuple, Protocol
+
+from shapes.stage import Stage
+from users.settings import RunSettings
+
+
+class Route(NamedTuple):
+    """Where ``--route-table`` sends a request: its version, that version's base URL, the metadata headers."""
+
+    version: str
+    base_url: str
+    headers: dict[str, str]
+
+
+@dataclass(frozen=True, slots=True)
+class RequestInput:
+    texts: tuple[str, ...]
+    """The prompt texts, one per prompt in the request."""
+    prompt_tokens: int
+    """Prompt tokens by the client's tokenizer, over all prompts."""
+    max_tokens: int
+    """The drawn output length."""
+    sampling: dict
+    """Length controls and model name for the body (:meth:`RunSettings.sampling`); read, never changed."""
+    stage: str
+    """Name of the load stage the request is sent in."""
+    model_input: object
+    """The model input as the body carries it (the adapter's ``model_input``): what the route fingerprints."""
+    route: Route | None = None
+    """The route the fingerprint picked, None without ``--route-table``."""
+
+    @property
+    def prompts(self) -> int:
+        """Prompts carried by the request (the batch size of a batch request)."""
+        return len(self.texts)
+
+    @property
+    def version(self) -> str | None:
+        return self.route.version if self.route is not None else None
+
+
+class _Shape(Protocol):
+    chat: bool
+    batched: bool
+
+    def model_input(self, texts: tuple[str, ...]) -> object: ...
+
+
+def draw(settings: RunSettings, adapter: _Shape, stage: Stage) -> RequestInput:
+    """Draw one request's input: the output length, then ``--batch-size`` prompts for a batched adapter
+    (else one) of a length from the stage's ``input_len`` or ``--input-len``, then its route."""
+    max_tokens = settings.max_tokens()
+    n = settings.batch_size if adapter.batched else 1
+    prompts = [settings.prompt(adapter.chat, stage.input_len) for _ in range(n)]
+    texts = tuple(p.text for p in prompts)
+    model_input = adapter.model_input(texts)
+    picked = settings.route(model_input)
+    return RequestInput(
+        texts=texts,
+        prompt_tokens=sum(p.tokens for p in prompts),
+        max_tokens=max_tokens,
+        sampling=settings.sampling(max_tokens),
+        stage=stage.name,
+        model_input=model_input,
+        route=Route(*picked) if picked is not None else None,
+    )
