@@ -4,6 +4,9 @@ Each :class:`Step` is one measured :class:`~shapes.stage.Stage` plus how to get 
 spawn rate) and how long to hold it. Stage indices count every stage in time order, warm-ups included.
 
     steps = concurrency_plan(options)   # [Step(stage=Stage("users=1", ...), users=1, ...), ...]
+
+A plan function takes the parsed options and returns the steps or raises :class:`PlanError`; the shape
+registry (:mod:`shapes.registry`) names each one with its shape.
 """
 
 from __future__ import annotations
@@ -11,8 +14,20 @@ from __future__ import annotations
 from argparse import ArgumentTypeError
 from dataclasses import dataclass, replace
 
-from shapes.options import parse_arrival, parse_length_sweep, parse_rates, parse_seconds, parse_users_list
 from shapes.stage import Stage
+from shapes.values import (
+    ARRIVAL_DEFAULT,
+    MAX_CONCURRENCY_DEFAULT,
+    STAGE_DURATION_DEFAULT,
+    STAGE_WARMUP_DEFAULT,
+    parse_arrival,
+    parse_length_sweep,
+    parse_pool,
+    parse_rates,
+    parse_seconds,
+    parse_users_list,
+)
+from workload import argtypes
 
 
 class PlanError(ValueError):
@@ -41,8 +56,10 @@ def _opt(options, name: str, default=None):
 
 def _timing(options) -> tuple[float, float]:
     try:
-        duration = parse_seconds(_opt(options, "stage_duration", "60"), "--stage-duration", allow_zero=False)
-        warmup = parse_seconds(_opt(options, "stage_warmup", "0"), "--stage-warmup", allow_zero=True)
+        duration = parse_seconds(
+            _opt(options, "stage_duration", STAGE_DURATION_DEFAULT), "--stage-duration", allow_zero=False
+        )
+        warmup = parse_seconds(_opt(options, "stage_warmup", STAGE_WARMUP_DEFAULT), "--stage-warmup", allow_zero=True)
     except (ValueError, ArgumentTypeError) as e:
         raise PlanError(str(e)) from None
     return duration, warmup
@@ -66,14 +83,11 @@ def _steps(stages: list[Stage], users: list[int], spawn_rates: list[float], opti
 
 
 def _spawn_rate(options) -> float:
-    rate = _opt(options, "spawn_rate", 1.0)
+    rate = _opt(options, "spawn_rate", 1.0)  # 1.0: Locust's own default
     try:
-        rate = float(rate)
-    except (TypeError, ValueError):
-        raise PlanError(f"-r/--spawn-rate: {rate!r} is not a number") from None
-    if rate <= 0:
-        raise PlanError(f"-r/--spawn-rate: {rate!r} must be > 0")
-    return rate
+        return argtypes.positive_number(rate)
+    except ArgumentTypeError as e:
+        raise PlanError(f"-r/--spawn-rate: {e}") from None
 
 
 def _checked(parse, value, option: str):
@@ -97,11 +111,11 @@ def length_plan(options) -> list[Step]:
     """One stage per ``--length-sweep`` SPEC at the fixed -u user count."""
     specs = _checked(parse_length_sweep, _opt(options, "length_sweep"), "--length-sweep")
     try:
-        users = int(_opt(options, "num_users", 1))
-    except (TypeError, ValueError):
-        users = 0
-    if users < 1:
-        raise PlanError(f"-u/--users: {_opt(options, 'num_users')!r} must be an integer >= 1 for --shape length-sweep")
+        users = argtypes.positive_int(_opt(options, "num_users", 1))
+    except ArgumentTypeError:
+        raise PlanError(
+            f"-u/--users: {_opt(options, 'num_users')!r} must be an integer >= 1 for --shape length-sweep"
+        ) from None
     stages = [Stage(f"len={spec}", users=users, input_len=spec) for spec in specs]
     return _steps(stages, [users] * len(stages), [_spawn_rate(options)] * len(stages), options)
 
@@ -109,19 +123,8 @@ def length_plan(options) -> list[Step]:
 def rate_plan(options) -> list[Step]:
     """One stage per ``--request-rate`` value; the user pool (``--max-concurrency``) is spawned at once."""
     rates = _checked(parse_rates, _opt(options, "request_rate"), "--request-rate")
-    _checked(parse_arrival, _opt(options, "arrival", "poisson"), "--arrival")
-    try:
-        pool = int(_opt(options, "max_concurrency", 256))
-    except (TypeError, ValueError):
-        raise PlanError(f"--max-concurrency: {_opt(options, 'max_concurrency')!r} is not an integer") from None
-    if pool < 1:
-        raise PlanError(f"--max-concurrency: {pool} must be >= 1")
+    _checked(parse_arrival, _opt(options, "arrival", ARRIVAL_DEFAULT), "--arrival")
+    pool = _checked(parse_pool, _opt(options, "max_concurrency", MAX_CONCURRENCY_DEFAULT), "--max-concurrency")
     stages = [Stage(f"rate={r:g}", users=pool, rate=r) for r in rates]
     return _steps(stages, [pool] * len(stages), [float(pool)] * len(stages), options)
 
-
-PLANS = {
-    "concurrency-sweep": concurrency_plan,
-    "length-sweep": length_plan,
-    "rate-sweep": rate_plan,
-}

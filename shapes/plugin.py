@@ -15,16 +15,15 @@ import sys
 from locust.runners import WorkerRunner
 
 from shapes.openloop import OpenLoopTally
-from shapes.plan import PLANS, PlanError
+from shapes.plan import PlanError
 from shapes.propagation import StagePropagation
+from shapes.registry import NONE, SHAPES, implied_shapes
 from shapes.saturation import section as saturation_section
 from shapes.stage import StageBoard
-from shapes.sweep import SHAPES, SweepShape
+from shapes.sweep import SweepShape
 from shapes.webui import ShapeFormHook
 
 logger = logging.getLogger(__name__)
-
-IGNORED_USERS_HINT = {"concurrency-sweep": "the --sweep-users levels", "rate-sweep": "--max-concurrency"}
 
 
 def set_shape(environment, name: str | None) -> SweepShape | None:
@@ -34,9 +33,10 @@ def set_shape(environment, name: str | None) -> SweepShape | None:
         if isinstance(current, SweepShape):
             environment.shape_class = None
         return None
-    if isinstance(current, SHAPES[name]):
+    cls = SHAPES[name].shape_class
+    if isinstance(current, cls):
         return current
-    shape = SHAPES[name]()
+    shape = cls()
     shape.runner = environment.runner
     environment.shape_class = shape
     return shape
@@ -46,7 +46,7 @@ def _register_pickable(environment) -> None:
     """List the sweeps in ``--class-picker``'s shape drop-down (keyed by class name, as Locust does)."""
     if environment.available_shape_classes is None:
         environment.available_shape_classes = {}
-    for cls in SHAPES.values():
+    for cls in (s.shape_class for s in SHAPES.values()):
         if cls.__name__ not in environment.available_shape_classes:
             shape = cls()
             shape.runner = environment.runner
@@ -85,15 +85,16 @@ def install(environment) -> None:
     options = environment.parsed_options
     name = _shape_name(options)
     if name is not None:
+        shape = SHAPES[name]
         try:
-            steps = PLANS[name](options)
+            steps = shape.plan(options)
         except PlanError as e:
             logger.error("--shape %s: %s", name, e)
             sys.exit(2)
         set_shape(environment, name)
         logger.info("--shape %s: %s", name, ", ".join(s.stage.name for s in steps))
-        if name != "length-sweep" and getattr(options, "num_users", None):
-            logger.warning("-u/--users is ignored by --shape %s (users: %s)", name, IGNORED_USERS_HINT[name])
+        if shape.users_from is not None and getattr(options, "num_users", None):
+            logger.warning("-u/--users is ignored by --shape %s (users: %s)", name, shape.users_from)
     web_ui = getattr(environment, "web_ui", None)
     if web_ui is not None:
         ShapeFormHook(environment, web_ui, lambda n: set_shape(environment, n)).register()
@@ -101,18 +102,10 @@ def install(environment) -> None:
 
 def _shape_name(options) -> str | None:
     """``--shape``; without it, the one sweep option given picks its sweep (``--request-rate 8`` alone works)."""
-    name = getattr(options, "shape", None) or "none"
-    if name != "none":
+    name = getattr(options, "shape", None) or NONE
+    if name != NONE:
         return name
-    implied = [
-        shape
-        for shape, option in (
-            ("concurrency-sweep", "sweep_users"),
-            ("length-sweep", "length_sweep"),
-            ("rate-sweep", "request_rate"),
-        )
-        if getattr(options, option, None)
-    ]
+    implied = implied_shapes(options)
     if len(implied) > 1:
         logger.error("several sweeps asked for (%s); choose one with --shape", ", ".join(implied))
         sys.exit(2)

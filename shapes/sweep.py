@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from locust import LoadTestShape
 
-from shapes.plan import PLANS, PlanError, Step
+from shapes.plan import PlanError, Step, concurrency_plan, length_plan, rate_plan
 from shapes.stage import StageBoard
 
 logger = logging.getLogger(__name__)
@@ -36,12 +36,15 @@ class _Progress:
 
 
 class SweepShape(LoadTestShape):
-    """Base of the sweeps: ``plan_name`` picks the plan builder in :data:`shapes.plan.PLANS`."""
+    """Base of the sweeps: a subclass names its ``--shape`` and its plan function; the shape registry
+    (:mod:`shapes.registry`) lists it."""
 
     abstract = True
     use_common_options = True
     plan_name: str = ""
-    """Key in :data:`shapes.plan.PLANS`."""
+    """The ``--shape`` name (the key in :data:`shapes.registry.SHAPES`)."""
+    build: Callable[..., list[Step]]
+    """The plan function: parsed options -> the steps (``staticmethod(...)`` in a subclass)."""
 
     def __init__(self, clock: Callable[[], float] = time.perf_counter) -> None:
         super().__init__()
@@ -54,7 +57,7 @@ class SweepShape(LoadTestShape):
         return self.runner.environment.llm_stage_board
 
     def plan(self) -> list[Step]:
-        return PLANS[self.plan_name](self.runner.environment.parsed_options)
+        return self.build(self.runner.environment.parsed_options)
 
     def finish(self) -> None:
         """Forget the run's progress (called when a test stops); the next run starts from the first step."""
@@ -122,22 +125,19 @@ class ConcurrencySweepShape(SweepShape):
     """Closed loop at each ``--sweep-users`` level in turn."""
 
     plan_name = "concurrency-sweep"
+    build = staticmethod(concurrency_plan)
 
 
 class LengthSweepShape(SweepShape):
     """Closed loop at -u users; each stage draws prompt lengths from one ``--length-sweep`` SPEC."""
 
     plan_name = "length-sweep"
+    build = staticmethod(length_plan)
 
 
 class RateSweepShape(SweepShape):
     """Open loop: a pool of ``--max-concurrency`` users sends at each ``--request-rate`` in turn (see pacer)."""
 
     plan_name = "rate-sweep"
+    build = staticmethod(rate_plan)
 
-
-SHAPES: dict[str, type[SweepShape]] = {
-    "concurrency-sweep": ConcurrencySweepShape,
-    "length-sweep": LengthSweepShape,
-    "rate-sweep": RateSweepShape,
-}

@@ -14,19 +14,25 @@ import logging
 
 from flask import jsonify, request
 
-from shapes.plan import PLANS, PlanError
+from shapes.plan import PlanError
+from shapes.registry import NONE, SHAPES, shape_names
 
 logger = logging.getLogger(__name__)
 
 _FORM_TO_OPTION = {"user_count": "num_users", "spawn_rate": "spawn_rate"}
 
 
-def form_options(parsed_options, form) -> argparse.Namespace:
-    """A copy of ``parsed_options`` with the values typed in the start form."""
+def form_options(parsed_options, form, fields: tuple[str, ...] | None = None) -> argparse.Namespace:
+    """A copy of ``parsed_options`` with the values typed in the start form.
+
+    ``fields``: the options to take from the form (a shape's ``fields``); None: every option the form has.
+    """
     values = dict(vars(parsed_options)) if parsed_options is not None else {}
     for key in form.keys():
         name = _FORM_TO_OPTION.get(key, key)
-        if name in values or key in _FORM_TO_OPTION:
+        if fields is not None and name not in fields:
+            continue
+        if name in values or key in _FORM_TO_OPTION or fields is not None:
             values[name] = form.get(key)
     return argparse.Namespace(**values)
 
@@ -47,16 +53,17 @@ class ShapeFormHook:
             return None
         if self.web_ui.userclass_picker_is_active or "shape" not in request.form:
             return None
-        name = request.form.get("shape") or "none"
-        if name != "none":
-            if name not in PLANS:
-                return self._refuse(f"--shape: {name!r} is not one of none, {', '.join(PLANS)}")
+        name = request.form.get("shape") or NONE
+        if name != NONE:
+            shape = SHAPES.get(name)
+            if shape is None:
+                return self._refuse(f"--shape: {name!r} is not one of {', '.join(shape_names())}")
             try:
-                steps = PLANS[name](form_options(self.environment.parsed_options, request.form))
+                steps = shape.plan(form_options(self.environment.parsed_options, request.form, shape.fields))
             except PlanError as e:
                 return self._refuse(str(e))
             logger.info("web UI: --shape %s with %d stages", name, len(steps))
-        self.install_shape(None if name == "none" else name)
+        self.install_shape(None if name == NONE else name)
         return None
 
     def _refuse(self, message: str):

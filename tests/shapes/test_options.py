@@ -1,4 +1,4 @@
-"""shapes.options: validators accept the documented forms and name the option and forms when they refuse."""
+"""shapes.options / shapes.values: validators accept the documented forms, name option and forms when refusing."""
 
 from __future__ import annotations
 
@@ -6,7 +6,8 @@ import argparse
 
 import pytest
 
-from shapes.options import add_arguments, parse_arrival, parse_length_sweep, parse_rates, parse_users_list
+from shapes.options import add_arguments
+from shapes.values import parse_arrival, parse_length_sweep, parse_rates, parse_users_list
 
 
 def test_users_list():

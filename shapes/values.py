@@ -1,0 +1,114 @@
+"""The sweep options' values: their grammar (``parse_*``) and their defaults, defined once.
+
+:mod:`shapes.options` registers the options with these as ``type=`` and ``default=``; :mod:`shapes.plan`
+parses the same strings again (the web UI writes form fields back as text) and falls back to the same
+defaults when a field is left empty. Every refusal names the option, since a plan error reaches the user
+without argparse's ``argument --x:`` prefix.
+
+    parse_users_list("1,2,4")              # [1, 2, 4]
+    parse_arrival("gamma:0.5")             # ("gamma", 0.5)
+    parse_seconds("0", "--stage-warmup", allow_zero=True)
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from workload import argtypes
+from workload.lengths import FORMS, parse_spec
+
+STAGE_DURATION_DEFAULT = "60"
+"""--stage-duration: seconds each stage is held."""
+STAGE_WARMUP_DEFAULT = "0"
+"""--stage-warmup: seconds of warm-up before each stage."""
+ARRIVAL_DEFAULT = "poisson"
+"""--arrival: the open loop's arrival process."""
+MAX_CONCURRENCY_DEFAULT = "256"
+"""--max-concurrency: the open loop's user pool across all workers."""
+
+ARRIVAL_FORMS = "poisson, constant or gamma:CV (CV > 0)"
+
+
+def _items(value: str) -> list[str]:
+    return [p.strip() for p in str(value).split(",") if p.strip()]
+
+
+def parse_users_list(value: str) -> list[int]:
+    """``"1,2,4"`` -> ``[1, 2, 4]``; every item a positive integer."""
+    out = []
+    for item in _items(value):
+        try:
+            out.append(argtypes.positive_int(item))
+        except argparse.ArgumentTypeError:
+            raise argparse.ArgumentTypeError(
+                f"--sweep-users: {item!r} is not a positive integer (expected a list like 1,2,4,8,16)"
+            ) from None
+    if not out:
+        raise argparse.ArgumentTypeError("--sweep-users: empty list (expected a list like 1,2,4,8,16)")
+    return out
+
+
+def parse_rates(value: str) -> list[float]:
+    """``"2,4.5"`` -> ``[2.0, 4.5]`` requests/s in total; every item finite and > 0."""
+    out = []
+    for item in _items(value):
+        try:
+            out.append(argtypes.positive_number(item))
+        except argparse.ArgumentTypeError:
+            raise argparse.ArgumentTypeError(
+                f"--request-rate: {item!r} is not a positive number of requests/s (expected R or R,R,... like 2,4,8)"
+            ) from None
+    if not out:
+        raise argparse.ArgumentTypeError("--request-rate: empty list (expected R or R,R,... like 2,4,8)")
+    return out
+
+
+_GAMMA_CV = argtypes.number(above=0.0, form=ARRIVAL_FORMS)
+
+
+def parse_arrival(value: str) -> tuple[str, float]:
+    """``poisson`` -> ("poisson", 1.0); ``constant`` -> ("constant", 0.0); ``gamma:0.5`` -> ("gamma", 0.5).
+
+    The number is the coefficient of variation (std / mean) of the gaps between sends.
+    """
+    v = str(value).strip().lower()
+    if v == "poisson":
+        return "poisson", 1.0
+    if v == "constant":
+        return "constant", 0.0
+    if v.startswith("gamma:"):
+        try:
+            return "gamma", _GAMMA_CV(v.split(":", 1)[1])
+        except argparse.ArgumentTypeError:
+            pass
+    raise argparse.ArgumentTypeError(f"--arrival: {value!r} is not one of {ARRIVAL_FORMS}")
+
+
+def parse_length_sweep(value: str) -> list[str]:
+    """``"uniform:128:1024,zipf:1.2:16:4096"`` -> the SPECs, each checked by ``workload.lengths``."""
+    specs = _items(value)
+    if not specs:
+        raise argparse.ArgumentTypeError(f"--length-sweep: empty list (expected SPEC,SPEC,... with SPEC: {FORMS})")
+    for spec in specs:
+        try:
+            parse_spec(spec)
+        except (ValueError, OSError) as e:
+            raise argparse.ArgumentTypeError(f"--length-sweep: bad SPEC {spec!r}: {e} (expected {FORMS})") from None
+    return specs
+
+
+def parse_seconds(value: str, option: str, allow_zero: bool) -> float:
+    """A duration for ``option``: ``argtypes.seconds`` (> 0) or, with ``allow_zero``, ``non_negative_seconds``."""
+    check = argtypes.non_negative_seconds if allow_zero else argtypes.seconds
+    try:
+        return check(value)
+    except argparse.ArgumentTypeError as e:
+        raise argparse.ArgumentTypeError(f"{option}: {e}") from None
+
+
+def parse_pool(value: str) -> int:
+    """``--max-concurrency``: the open loop's users across all workers, an integer >= 1."""
+    try:
+        return argtypes.positive_int(value)
+    except argparse.ArgumentTypeError as e:
+        raise argparse.ArgumentTypeError(f"--max-concurrency: {e}") from None
