@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from locust.runners import MasterRunner, WorkerRunner
 
+from shapes.values import ARRIVAL_DEFAULT
+
 REPORT_KEY = "llm_pacer"
 
 
@@ -80,5 +82,5 @@ class OpenLoopTally:
             rows.append(row)
         if not rows:
             return None
-        arrival = getattr(self.environment.parsed_options, "arrival", None) or "poisson"
+        arrival = getattr(self.environment.parsed_options, "arrival", None) or ARRIVAL_DEFAULT
         return {"arrival": arrival, "stages": rows}

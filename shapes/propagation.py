@@ -20,9 +20,9 @@ from argparse import ArgumentTypeError
 import numpy as np
 from locust.runners import STATE_RUNNING, STATE_SPAWNING, MasterRunner, WorkerRunner
 
-from shapes.options import parse_arrival
 from shapes.pacer import Pacer
 from shapes.stage import MAIN, MESSAGE_TYPE, Stage
+from shapes.values import ARRIVAL_DEFAULT, parse_arrival
 
 logger = logging.getLogger(__name__)
 
@@ -34,10 +34,10 @@ def make_pacer(environment, workers: int) -> Pacer:
     """A pacer seeded with ``--seed`` + worker index, phase-shifted by the worker's place among ``workers``."""
     options = environment.parsed_options
     try:
-        arrival = parse_arrival(getattr(options, "arrival", None) or "poisson")
+        arrival = parse_arrival(getattr(options, "arrival", None) or ARRIVAL_DEFAULT)
     except (ValueError, ArgumentTypeError) as e:
-        logger.error("%s; using poisson", e)
-        arrival = ("poisson", 1.0)
+        logger.error("%s; using %s", e, ARRIVAL_DEFAULT)
+        arrival = parse_arrival(ARRIVAL_DEFAULT)
     index = max(getattr(environment.runner, "worker_index", 0), 0)
     seed = getattr(options, "seed", None)
     rng = np.random.default_rng(None if seed is None else [int(seed) + index, 0x9ACE])
