@@ -13,47 +13,23 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from workload.argtypes import length_spec, positive_int, seconds, seed
 from workload.datasets import load_prompt_file
-from workload.lengths import parse_spec
 from workload.routing import ROUTE_TABLE_FORM, RouteTable
 from workload.tokenizers import DEFAULT_TOKENIZER, TokenizerNotFound, load_tokenizer
 
-
-def length_spec(value: str) -> str:
-    try:
-        return str(parse_spec(value))
-    except ValueError as e:
-        raise argparse.ArgumentTypeError(str(e)) from None
-
-
-def positive_int(value: str) -> int:
-    try:
-        n = int(value)
-    except ValueError:
-        n = 0
-    if n < 1:
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {value!r}")
-    return n
-
-
-def seconds(value: str) -> float:
-    try:
-        s = float(value)
-    except ValueError:
-        s = -1.0
-    if not 0 < s < 1e7:
-        raise argparse.ArgumentTypeError(f"expected seconds > 0 (e.g. 30 or 2.5), got {value!r}")
-    return s
-
-
-def seed(value: str) -> int:
-    try:
-        n = int(value)
-    except ValueError:
-        n = -1
-    if n < 0:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {value!r}")
-    return n
+INPUT_LEN_DEFAULT = "fixed:512"
+"""--input-len: the seed's 512 tokens in."""
+OUTPUT_LEN_DEFAULT = "fixed:256"
+"""--output-len: the seed's 256 tokens out."""
+IGNORE_EOS_DEFAULT = True
+"""--ignore-eos: generate exactly max_tokens."""
+BATCH_SIZE_DEFAULT = 8
+"""--batch-size: prompts per BatchCompletionUser request."""
+REQUEST_TIMEOUT_DEFAULT = 300.0
+"""--request-timeout: seconds without a byte before a request fails as 'timeout'."""
+SEED_DEFAULT = 0
+"""--seed: each worker draws with seed + worker index."""
 
 
 def tokenizer_name(value: str) -> str:
@@ -109,7 +85,7 @@ def add_arguments(parser) -> None:
     add(
         "--input-len",
         type=length_spec,
-        default="fixed:512",
+        default=INPUT_LEN_DEFAULT,
         env_var="LOCUST_INPUT_LEN",
         help="Prompt length SPEC in tokens: fixed:N | uniform:LO:HI | normal:MEAN:STD[:LO:HI] | "
         "lognormal:MEDIAN:SIGMA[:LO:HI] | zipf:ALPHA:LO:HI | file:PATH",
@@ -117,14 +93,14 @@ def add_arguments(parser) -> None:
     add(
         "--output-len",
         type=length_spec,
-        default="fixed:256",
+        default=OUTPUT_LEN_DEFAULT,
         env_var="LOCUST_OUTPUT_LEN",
         help="Output length SPEC (max_tokens per request), same forms as --input-len",
     )
     add(
         "--ignore-eos",
         action=argparse.BooleanOptionalAction,
-        default=True,
+        default=IGNORE_EOS_DEFAULT,
         env_var="LOCUST_IGNORE_EOS",
         help="Ask the server to ignore EOS and generate exactly max_tokens (min_tokens = max_tokens)",
     )
@@ -146,18 +122,24 @@ def add_arguments(parser) -> None:
     add(
         "--batch-size",
         type=positive_int,
-        default=8,
+        default=BATCH_SIZE_DEFAULT,
         env_var="LOCUST_BATCH_SIZE",
         help="Prompts per request for BatchCompletionUser",
     )
     add(
         "--request-timeout",
         type=seconds,
-        default=300.0,
+        default=REQUEST_TIMEOUT_DEFAULT,
         env_var="LOCUST_REQUEST_TIMEOUT",
         help="Fail a request (kind 'timeout') when no byte arrives for this many seconds",
     )
-    add("--seed", type=seed, default=0, env_var="LOCUST_SEED", help="Random seed; each worker uses seed + worker index")
+    add(
+        "--seed",
+        type=seed,
+        default=SEED_DEFAULT,
+        env_var="LOCUST_SEED",
+        help="Random seed; each worker uses seed + worker index",
+    )
     add(
         "--align-prompts",
         action="store_true",

@@ -17,6 +17,14 @@ from dataclasses import dataclass, field
 import numpy as np
 from tokenizers import Tokenizer
 
+from users.options import (
+    BATCH_SIZE_DEFAULT,
+    IGNORE_EOS_DEFAULT,
+    INPUT_LEN_DEFAULT,
+    OUTPUT_LEN_DEFAULT,
+    REQUEST_TIMEOUT_DEFAULT,
+    SEED_DEFAULT,
+)
 from workload.datasets import load_prompt_file
 from workload.lengths import LengthDist, parse_spec
 from workload.prompts import FilePrompts, Prompt, SyntheticPrompts
@@ -33,9 +41,9 @@ class RunSettings:
     tokenizer_name: str = DEFAULT_TOKENIZER
     model: str | None = None
     api_key: str | None = field(default=None, repr=False)
-    ignore_eos: bool = True
-    batch_size: int = 8
-    request_timeout: float = 300.0
+    ignore_eos: bool = IGNORE_EOS_DEFAULT
+    batch_size: int = BATCH_SIZE_DEFAULT
+    request_timeout: float = REQUEST_TIMEOUT_DEFAULT
     prompt_texts: list[str] | None = None
     align_prompts: bool = False
     route_table: RouteTable | None = None
@@ -52,16 +60,16 @@ class RunSettings:
 
         prompt_file = get("prompt_file", "")
         return cls(
-            rng=np.random.default_rng(int(get("seed", 0)) + int(worker_index)),
-            input_len=parse_spec(str(get("input_len", "fixed:512"))),
-            output_len=parse_spec(str(get("output_len", "fixed:256"))),
+            rng=np.random.default_rng(int(get("seed", SEED_DEFAULT)) + int(worker_index)),
+            input_len=parse_spec(str(get("input_len", INPUT_LEN_DEFAULT))),
+            output_len=parse_spec(str(get("output_len", OUTPUT_LEN_DEFAULT))),
             tokenizer=load_tokenizer(str(get("tokenizer", DEFAULT_TOKENIZER))),
             tokenizer_name=str(get("tokenizer", DEFAULT_TOKENIZER)),
             model=get("model", None) or None,  # type: ignore[arg-type]
             api_key=get("api_key", None) or os.environ.get("OPENAI_API_KEY") or None,  # type: ignore[arg-type]
-            ignore_eos=bool(get("ignore_eos", True)),
-            batch_size=int(get("batch_size", 8)),
-            request_timeout=float(get("request_timeout", 300.0)),
+            ignore_eos=bool(get("ignore_eos", IGNORE_EOS_DEFAULT)),
+            batch_size=int(get("batch_size", BATCH_SIZE_DEFAULT)),
+            request_timeout=float(get("request_timeout", REQUEST_TIMEOUT_DEFAULT)),
             prompt_texts=load_prompt_file(prompt_file) if prompt_file else None,
             align_prompts=bool(get("align_prompts", False)),
             route_table=RouteTable.parse(str(route)) if (route := get("route_table", None)) else None,
