@@ -3,7 +3,7 @@
 Each task iteration sends ONE LLM request and fires ONE Locust request event for it:
 ``name`` = endpoint and mode (``POST /v1/chat/completions [stream]``), ``response_time`` = E2E ms,
 ``response_length`` = output tokens, ``context={"llm_result": GenerationResult}``, and on failure an
-:class:`~users.client.LLMError` whose message is ``<kind>: <server body, truncated>``.
+:class:`~users.faults.LLMError` whose message is ``<kind>: <server body, truncated>``.
 
     class MyChat(StreamingChatUser):
         weight = 3
@@ -29,7 +29,8 @@ from locust.contrib.fasthttp import FastHttpUser
 from shapes.stage import MAIN
 from users.adapters import adapter_named
 from users.adapters.base import Adapter
-from users.client import Call, LLMError, exchange
+from users.client import Call, exchange
+from users.faults import LLMError
 from users.request import RequestInput, draw
 from users.result import GenerationResult
 from users.settings import RunSettings

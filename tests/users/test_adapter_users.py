@@ -152,9 +152,13 @@ class ToyUser(LLMUser):
     adapter = "toy"
 
 
-TOY_STREAM = b"".join(
-    b'data: {"choices":[{"index":0,"text":"%s","finish_reason":null}]}\n\n' % w for w in (b" one", b" two", b" three")
-) + b"data: [DONE]\n\n"
+TOY_STREAM = (
+    b"".join(
+        b'data: {"choices":[{"index":0,"text":"%s","finish_reason":null}]}\n\n' % w
+        for w in (b" one", b" two", b" three")
+    )
+    + b"data: [DONE]\n\n"
+)
 
 
 @pytest.fixture
