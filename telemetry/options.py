@@ -5,55 +5,17 @@ locust ... --prometheus-port 9646 --slo-preset seed --llm-summary-json results/s
 
 from __future__ import annotations
 
-import argparse
-
 from telemetry.slo import PRESETS
+from workload.argtypes import fraction, milliseconds, port, seconds, url_or_off
 
-
-def port(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = -1
-    if not 0 <= value <= 65535:
-        raise argparse.ArgumentTypeError(f"expected a TCP port 0..65535 (0 = off), got {text!r}")
-    return value
-
-
-def positive_seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = -1.0
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"expected a positive number of seconds such as 2 or 0.5, got {text!r}")
-    return value
-
-
-def positive_ms(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = -1.0
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"expected a positive number of milliseconds such as 800, got {text!r}")
-    return value
-
-
-def ratio(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = -1.0
-    if not 0 <= value <= 1:
-        raise argparse.ArgumentTypeError(f"expected a ratio between 0 and 1 such as 0.01, got {text!r}")
-    return value
-
-
-def metrics_url(text: str) -> str:
-    if text.strip().lower() == "off" or text.startswith(("http://", "https://")):
-        return text
-    raise argparse.ArgumentTypeError(f"expected an http(s):// URL or 'off', got {text!r}")
+PROMETHEUS_PORT_DEFAULT = 9646
+"""--prometheus-port: where the master serves llm_* metrics (0 = off)."""
+PROMETHEUS_HOST_DEFAULT = "127.0.0.1"
+"""--prometheus-host: the exporter's bind address."""
+SERVER_METRICS_INTERVAL_DEFAULT = 2.0
+"""--server-metrics-interval: seconds between scrapes of the server's /metrics."""
+ATTRIBUTION_WINDOW_DEFAULT = 10.0
+"""--attribution-window: seconds per window of the report's time series and the spike attribution."""
 
 
 def add_arguments(parser) -> None:
@@ -84,7 +46,7 @@ def add_arguments(parser) -> None:
         type=port,
         metavar="N",
         env_var="LOCUST_PROMETHEUS_PORT",
-        default=9646,
+        default=PROMETHEUS_PORT_DEFAULT,
         include_in_web_ui=False,
         help="Serve llm_* metrics for Prometheus on this port (master; 0 = off)",
     )
@@ -92,13 +54,13 @@ def add_arguments(parser) -> None:
         "--prometheus-host",
         metavar="HOST",
         env_var="LOCUST_PROMETHEUS_HOST",
-        default="127.0.0.1",
+        default=PROMETHEUS_HOST_DEFAULT,
         include_in_web_ui=False,
-        help="Address the Prometheus exporter binds (default 127.0.0.1)",
+        help=f"Address the Prometheus exporter binds (default {PROMETHEUS_HOST_DEFAULT})",
     )
     a(
         "--server-metrics-url",
-        type=metrics_url,
+        type=url_or_off,
         metavar="URL",
         env_var="LOCUST_SERVER_METRICS_URL",
         default=None,
@@ -107,16 +69,16 @@ def add_arguments(parser) -> None:
     )
     a(
         "--server-metrics-interval",
-        type=positive_seconds,
+        type=seconds,
         metavar="SECONDS",
-        default=2.0,
+        default=SERVER_METRICS_INTERVAL_DEFAULT,
         env_var="LOCUST_SERVER_METRICS_INTERVAL",
         include_in_web_ui=False,
-        help="Seconds between scrapes of the server's /metrics (default 2)",
+        help=f"Seconds between scrapes of the server's /metrics (default {SERVER_METRICS_INTERVAL_DEFAULT:g})",
     )
     a(
         "--slo-ttft-p99-ms",
-        type=positive_ms,
+        type=milliseconds,
         metavar="MS",
         env_var="LOCUST_SLO_TTFT_P99_MS",
         default=None,
@@ -124,7 +86,7 @@ def add_arguments(parser) -> None:
     )
     a(
         "--slo-itl-p95-ms",
-        type=positive_ms,
+        type=milliseconds,
         metavar="MS",
         env_var="LOCUST_SLO_ITL_P95_MS",
         default=None,
@@ -132,7 +94,7 @@ def add_arguments(parser) -> None:
     )
     a(
         "--slo-drift-p99-ms",
-        type=positive_ms,
+        type=milliseconds,
         metavar="MS",
         env_var="LOCUST_SLO_DRIFT_P99_MS",
         default=None,
@@ -140,7 +102,7 @@ def add_arguments(parser) -> None:
     )
     a(
         "--slo-error-rate",
-        type=ratio,
+        type=fraction,
         metavar="RATIO",
         env_var="LOCUST_SLO_ERROR_RATE",
         default=None,
@@ -155,9 +117,9 @@ def add_arguments(parser) -> None:
     )
     a(
         "--attribution-window",
-        type=positive_seconds,
+        type=seconds,
         metavar="SECONDS",
         env_var="LOCUST_ATTRIBUTION_WINDOW",
-        default=10.0,
+        default=ATTRIBUTION_WINDOW_DEFAULT,
         help="Window (seconds) for time series in the report and latency-spike attribution",
     )

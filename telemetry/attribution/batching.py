@@ -22,18 +22,23 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from telemetry.attribution.options import (
+    BATCHING_P99_RISE_DEFAULT,
+    BATCHING_SIZE_RATIO_DEFAULT,
+    BATCHING_WINDOWS_DEFAULT,
+)
 from telemetry.attribution.window import Window
 
 
 @dataclass(frozen=True, slots=True)
 class BatchingRule:
-    p99_rise: float = 0.40
+    p99_rise: float = BATCHING_P99_RISE_DEFAULT
     """Flag when P99 >= baseline * (1 + p99_rise)."""
-    size_ratio: float = 0.35
+    size_ratio: float = BATCHING_SIZE_RATIO_DEFAULT
     """... and median batch size < baseline * size_ratio."""
-    consecutive: int = 3
+    consecutive: int = BATCHING_WINDOWS_DEFAULT
     """Flagged windows in a row that give the verdict."""
-    baseline_windows: int = 3
+    baseline_windows: int = BATCHING_WINDOWS_DEFAULT
     """Windows with traffic that set the baseline."""
     metric: str = "ttft_p99_ms"
     """The client figure whose rise is judged."""

@@ -1,4 +1,4 @@
-"""Options of the P99 attribution (``--attribution-window`` itself is telemetry's).
+"""Options of the P99 attribution (``--attribution-window`` itself is telemetry's), with their defaults.
 
     locust ... --attribution-window 10 --batching-p99-rise 0.4 --batching-size-ratio 0.35 \
                --batching-windows 3 --spike-factor 2
@@ -6,52 +6,37 @@
 
 from __future__ import annotations
 
-import argparse
+from workload.argtypes import number, positive_int
 
+BATCHING_P99_RISE_DEFAULT = 0.4
+"""--batching-p99-rise: a window's TTFT p99 at least +40 % over the baseline ..."""
+BATCHING_SIZE_RATIO_DEFAULT = 0.35
+"""--batching-size-ratio: ... and its median batch size below 35 % of the baseline's."""
+BATCHING_WINDOWS_DEFAULT = 3
+"""--batching-windows: flagged windows in a row that give the verdict; also the baseline's windows."""
+SPIKE_FACTOR_DEFAULT = 2.0
+"""--spike-factor: a spike is a window whose p99 exceeds this many times the median window p99."""
 
-def _number(text: str, *, lo: float, hi: float | None, what: str, example: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = float("nan")  # fails every comparison below
-    if not (value > lo if hi is None else lo < value <= hi):
-        raise argparse.ArgumentTypeError(f"expected {what} such as {example}, got {text!r}")
-    return value
-
-
-def rise(text: str) -> float:
-    return _number(text, lo=0.0, hi=None, what="a relative rise > 0 (0.4 = +40 %)", example="0.4")
-
-
-def size_ratio(text: str) -> float:
-    return _number(text, lo=0.0, hi=1.0, what="a ratio in (0, 1] (0.35 = batch below 35 % of the baseline)",
-                   example="0.35")
-
-
-def factor(text: str) -> float:
-    return _number(text, lo=1.0, hi=None, what="a factor > 1", example="2 or 2.5")
-
-
-def windows(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a whole number of windows >= 1 such as 3, got {text!r}")
-    return value
+rise = number(above=0.0, form="a relative rise > 0 (0.4 = +40 %) such as 0.4")
+size_ratio = number(above=0.0, at_most=1.0,
+                    form="a ratio in (0, 1] (0.35 = batch below 35 % of the baseline) such as 0.35")
+factor = number(above=1.0, form="a factor > 1 such as 2 or 2.5")
 
 
 def add_arguments(parser) -> None:
     a = parser.add_argument
-    a("--batching-p99-rise", type=rise, metavar="RATIO", env_var="LOCUST_BATCHING_P99_RISE", default=0.4,
+    a("--batching-p99-rise", type=rise, metavar="RATIO", env_var="LOCUST_BATCHING_P99_RISE",
+      default=BATCHING_P99_RISE_DEFAULT,
       help="Batching-failure rule (seed 3.3): a window's TTFT p99 rose by at least RATIO over the baseline "
-           "(default 0.4 = +40 %%)")
-    a("--batching-size-ratio", type=size_ratio, metavar="RATIO", env_var="LOCUST_BATCHING_SIZE_RATIO", default=0.35,
+           f"(default {BATCHING_P99_RISE_DEFAULT:g} = +{BATCHING_P99_RISE_DEFAULT * 100:g} %%)")
+    a("--batching-size-ratio", type=size_ratio, metavar="RATIO", env_var="LOCUST_BATCHING_SIZE_RATIO",
+      default=BATCHING_SIZE_RATIO_DEFAULT,
       help="Batching-failure rule: ... and its median batch size (server requests running) fell below RATIO "
-           "of the baseline (default 0.35)")
-    a("--batching-windows", type=windows, metavar="N", env_var="LOCUST_BATCHING_WINDOWS", default=3,
+           f"of the baseline (default {BATCHING_SIZE_RATIO_DEFAULT:g})")
+    a("--batching-windows", type=positive_int, metavar="N", env_var="LOCUST_BATCHING_WINDOWS",
+      default=BATCHING_WINDOWS_DEFAULT,
       help="Batching-failure rule: N flagged windows in a row give the verdict; the baseline is the first N "
-           "windows with traffic (default 3)")
-    a("--spike-factor", type=factor, metavar="K", env_var="LOCUST_SPIKE_FACTOR", default=2.0,
-      help="Spike report: windows whose TTFT or ITL p99 exceeds K times the median window p99 (default 2)")
+           f"windows with traffic (default {BATCHING_WINDOWS_DEFAULT})")
+    a("--spike-factor", type=factor, metavar="K", env_var="LOCUST_SPIKE_FACTOR", default=SPIKE_FACTOR_DEFAULT,
+      help="Spike report: windows whose TTFT or ITL p99 exceeds K times the median window p99 "
+           f"(default {SPIKE_FACTOR_DEFAULT:g})")

@@ -26,6 +26,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from telemetry.attribution.options import BATCHING_SIZE_RATIO_DEFAULT, SPIKE_FACTOR_DEFAULT
 from telemetry.attribution.window import Window
 
 METRICS = {"ttft_p99_ms": "TTFT p99", "itl_p99_ms": "ITL p99"}
@@ -33,10 +34,10 @@ METRICS = {"ttft_p99_ms": "TTFT p99", "itl_p99_ms": "ITL p99"}
 
 @dataclass(frozen=True, slots=True)
 class SpikeRule:
-    factor: float = 2.0
+    factor: float = SPIKE_FACTOR_DEFAULT
     """A window is a spike when its P99 > factor * the median window P99."""
     kv_full: float = 0.95
-    size_ratio: float = 0.35
+    size_ratio: float = BATCHING_SIZE_RATIO_DEFAULT
     min_windows: int = 3
     queue_share: float = 0.5
     """Queueing when the server's queue-time p99 is at least this share of the window's client TTFT p99."""
