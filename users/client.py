@@ -115,12 +115,12 @@ def exchange(
                 t0 = t_sent
         status = resp.status_code
         if status >= 400:
-            body = quote(_read_all(resp, _ERROR_BODY_LIMIT), strip=True)
+            body = quote(_read_all(resp, _ERROR_BODY_LIMIT, live), strip=True)
             raise LLMError(_kind_of_status(status), f"HTTP {status}: {body}")
         if call.stream:
             t_end = _read_stream(resp, tally, live)
             return _stream_result(call, tally, t0, t_sent, t_end, wall, count_text)
-        raw = _read_all(resp, None)
+        raw = _read_all(resp, None, live)
         return _whole_result(call, raw, t0, t_sent, time.perf_counter(), wall, count_text)
     except LLMError as e:  # a StreamFault too (found in the answer)
         return _failed(call, e.kind, str(e), t0, t_sent, wall, tally)
@@ -217,8 +217,9 @@ def _kernel_stamps(sock) -> None:
         pass
 
 
-def _read_all(resp: HTTPSocketPoolResponse, limit: int | None) -> bytes:
-    """The whole body (non-streaming answers, error bodies up to ``limit`` bytes)."""
+def _read_all(resp: HTTPSocketPoolResponse, limit: int | None, live: LiveRequest | None = None) -> bytes:
+    """The whole body (non-streaming answers, error bodies up to ``limit`` bytes). Each read tells the stall
+    watch a byte came (``live.last``): the request timeout is "no byte for that long", not a body deadline."""
     out = bytearray(resp._body_buffer)
     del resp._body_buffer[:]
     sock = resp._sock
@@ -229,6 +230,8 @@ def _read_all(resp: HTTPSocketPoolResponse, limit: int | None) -> bytes:
     try:
         while not resp.message_complete and (limit is None or len(out) < limit):
             data = sock.recv(_RECV)
+            if live is not None:
+                live.last = time.perf_counter()
             resp.feed(data)
             out += resp._body_buffer
             del resp._body_buffer[:]
@@ -240,6 +243,10 @@ def _read_all(resp: HTTPSocketPoolResponse, limit: int | None) -> bytes:
         if limit is not None:
             return bytes(out)
         raise LLMError("timeout", "response body stalled past the request timeout") from None
+    except Stalled:  # the stall watch's timeout: an error body is quoted as far as it came, as above
+        if limit is not None:
+            return bytes(out)
+        raise
     except (OSError, HTTPParseError) as e:
         if limit is not None:
             return bytes(out)
