@@ -1,0 +1,161 @@
+"""The master's worker bookkeeping on its failure paths, driven through a fake runner (no zmq, no processes):
+the final-report drain giving up on a silent worker, skipping a missing one, surviving a bad message (the
+RPC error branch), and the worker watch when a lost worker sends heartbeats again."""
+
+from __future__ import annotations
+
+import logging
+import time
+from types import SimpleNamespace
+
+import gevent
+from locust.env import Environment
+from locust.exception import RPCError
+from locust.rpc import Message
+
+from telemetry.distributed import WorkerWatch, drain_final_reports
+from telemetry.merger import Merger, WorkerInfo
+
+
+class _Server:
+    """The master's RPC server: hands out the scripted messages (an exception is raised), then blocks."""
+
+    def __init__(self, *script) -> None:
+        self.script = list(script)
+
+    def recv_from_client(self):
+        if not self.script:
+            gevent.sleep(3600)
+        item = self.script.pop(0)
+        if isinstance(item, Exception):
+            raise item
+        return item.node_id, item
+
+
+class _Runner:
+    def __init__(self, server: _Server, states: dict[str, str], live_greenlet: bool = False) -> None:
+        self.server = server
+        self.clients = SimpleNamespace(all=[SimpleNamespace(id=w, state=s) for w, s in states.items()])
+        self.greenlet = [SimpleNamespace(dead=not live_greenlet)]
+        self.quits = 0
+
+    def quit(self) -> None:
+        self.quits += 1
+        self.greenlet = [SimpleNamespace(dead=True)]
+
+
+def _env(runner: _Runner) -> tuple[Environment, list[tuple[str, dict]]]:
+    env = Environment()
+    env.runner = runner
+    reports: list[tuple[str, dict]] = []
+    env.events.worker_report.add_listener(lambda client_id, data, **_kw: reports.append((client_id, data)))
+    return env, reports
+
+
+def _stats(wid: str, n: int) -> Message:
+    return Message("stats", {"llm": {"requests": n}}, wid)
+
+
+def _quit(wid: str) -> Message:
+    return Message("quit", None, wid)
+
+
+def test_drain_fires_every_final_report_and_returns_when_all_workers_quit():
+    server = _Server(_stats("w1", 3), _stats("w2", 4), Message("heartbeat", {}, "w2"), _quit("w2"), _quit("w1"))
+    runner = _Runner(server, {"w1": "running", "w2": "stopped"})
+    env, reports = _env(runner)
+    t = time.monotonic()
+    assert drain_final_reports(env, timeout_s=5) == set()
+    assert time.monotonic() - t < 1.0  # did not wait for the timeout
+    assert reports == [("w1", {"llm": {"requests": 3}}), ("w2", {"llm": {"requests": 4}})]
+    assert runner.quits == 0  # Locust had quit the runner already
+
+
+def test_drain_gives_up_on_a_silent_worker_at_the_timeout_and_names_it(caplog):
+    server = _Server(_stats("w1", 3), _quit("w1"))  # w2 never sends its final report
+    env, reports = _env(_Runner(server, {"w1": "running", "w2": "running"}))
+    t = time.monotonic()
+    with caplog.at_level(logging.WARNING):
+        assert drain_final_reports(env, timeout_s=1.0) == {"w2"}
+    assert 1.0 <= time.monotonic() - t < 2.0
+    assert reports == [("w1", {"llm": {"requests": 3}})]
+    assert "worker w2 sent no final report within 1 s" in caplog.text and "worker w1" not in caplog.text
+
+
+def test_drain_does_not_wait_for_a_worker_already_missing():
+    server = _Server(_quit("w1"))
+    env, _ = _env(_Runner(server, {"w1": "running", "w2": "missing"}))
+    t = time.monotonic()
+    assert drain_final_reports(env, timeout_s=5) == set()
+    assert time.monotonic() - t < 1.0
+
+
+def test_drain_survives_a_bad_message_and_keeps_reading(caplog):
+    bad = RPCError("unpacking a truncated frame")
+    server = _Server(_stats("w1", 1), bad, _stats("w2", 2), _quit("w1"), _quit("w2"))
+    env, reports = _env(_Runner(server, {"w1": "running", "w2": "running"}))
+    with caplog.at_level(logging.WARNING):
+        assert drain_final_reports(env, timeout_s=5) == set()
+    assert [wid for wid, _ in reports] == ["w1", "w2"]
+    assert "while waiting for the workers' final reports: unpacking a truncated frame" in caplog.text
+
+
+def test_drain_quits_a_runner_locust_has_not_quit_yet():
+    runner = _Runner(_Server(_quit("w1")), {"w1": "running"}, live_greenlet=True)  # e.g. SIGTERM to the master
+    env, _ = _env(runner)
+    assert drain_final_reports(env, timeout_s=5) == set()
+    assert runner.quits == 1
+
+
+def test_worker_watch_warns_once_when_lost_and_forgets_it_when_it_heartbeats_again(caplog):
+    runner = _Runner(_Server(), {"w1": "running", "w2": "running"})
+    env, _ = _env(runner)
+    merger = Merger()
+    merger.workers["w1"] = WorkerInfo(reports=2, last_report_wall=time.time() - 7, requests=42)
+    watch = WorkerWatch(env, merger)
+    w1, w2 = runner.clients.all
+    caplog.set_level(logging.INFO, logger="telemetry.distributed")
+
+    watch.check()
+    assert caplog.text == "" and merger.lost_workers == set()
+
+    w1.state = w2.state = "missing"
+    watch.check()
+    watch.check()  # once per loss, not once per poll
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 2 and merger.lost_workers == {"w1", "w2"}
+    assert warnings[0] == ("WARNING: worker w1 stopped sending heartbeats (killed or hung); the LLM summary keeps "
+                           "the 42 requests it reported, last report 7 s ago; its later results are lost")  # fmt: skip
+    assert "worker w2 stopped sending heartbeats" in warnings[1]
+    assert "nothing from it (it never reported)" in warnings[1]
+
+    caplog.clear()
+    w1.state = "running"  # heartbeats again
+    watch.check()
+    watch.check()
+    assert [r.getMessage() for r in caplog.records] == ["worker w1 is sending heartbeats again"]
+    assert merger.lost_workers == {"w2"}  # the summary no longer lists it as lost
+
+    caplog.clear()
+    w1.state = "missing"  # and lost a second time: warned again
+    watch.check()
+    assert [r.levelno for r in caplog.records] == [logging.WARNING] and merger.lost_workers == {"w1", "w2"}
+
+
+def test_worker_watch_polls_on_its_own_until_stopped():
+    runner = _Runner(_Server(), {"w1": "missing"})
+    env, _ = _env(runner)
+    merger = Merger()
+    watch = WorkerWatch(env, merger, interval_s=0.05)
+    watch.start()
+    try:
+        gevent.sleep(0.2)
+        assert merger.lost_workers == {"w1"}
+        runner.clients.all[0].state = "ready"
+        gevent.sleep(0.2)
+        assert merger.lost_workers == set()
+    finally:
+        watch.stop()
+    runner.clients.all[0].state = "missing"
+    gevent.sleep(0.2)
+    assert merger.lost_workers == set()  # stopped: no more polling
