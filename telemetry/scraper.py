@@ -21,6 +21,8 @@ import gevent
 import requests
 from prometheus_client.parser import text_string_to_metric_families
 
+from telemetry.options import SERVER_METRICS_INTERVAL_DEFAULT
+
 log = logging.getLogger(__name__)
 
 GAUGES: dict[str, tuple[str, ...]] = {
@@ -105,7 +107,9 @@ def metrics_url(option: str | None, host: str | None) -> str | None:
 class ServerScraper:
     """Polls a /metrics URL every ``interval_s`` on the master; keeps every sample (``t`` = s since start)."""
 
-    def __init__(self, url: str, interval_s: float = 2.0, timeout_s: float | None = None) -> None:
+    def __init__(
+        self, url: str, interval_s: float = SERVER_METRICS_INTERVAL_DEFAULT, timeout_s: float | None = None
+    ) -> None:
         self.url = url
         self.interval_s = interval_s
         self.timeout_s = timeout_s if timeout_s is not None else max(1.0, min(interval_s, 5.0))
