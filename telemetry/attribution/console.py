@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from telemetry.attribution.options import SPIKE_FACTOR_DEFAULT
+
 MAX_SPIKES = 5
 MAX_STAGES = 8
 
@@ -39,11 +41,12 @@ def console_lines(att: Mapping) -> list[str]:
         if len(stages) > MAX_STAGES:
             lines.append(f"    ... {len(stages) - MAX_STAGES} more stages in the summary JSON")
     spikes = att.get("spikes") or []
+    factor = att.get("spike_factor", SPIKE_FACTOR_DEFAULT)
     if spikes:
-        lines.append(f"  {len(spikes)} latency spike(s) over {att.get('spike_factor', 2):g}× the median window p99:")
+        lines.append(f"  {len(spikes)} latency spike(s) over {factor:g}× the median window p99:")
         lines.extend(f"    {sp['cause']}" for sp in spikes[:MAX_SPIKES])
         if len(spikes) > MAX_SPIKES:
             lines.append(f"    ... {len(spikes) - MAX_SPIKES} more in the summary JSON")
     else:
-        lines.append(f"  no latency spikes (no window p99 over {att.get('spike_factor', 2):g}× the median window p99)")
+        lines.append(f"  no latency spikes (no window p99 over {factor:g}× the median window p99)")
     return lines

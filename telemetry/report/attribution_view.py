@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from html import escape
 
+from telemetry.attribution.options import SPIKE_FACTOR_DEFAULT
 from telemetry.report.fmt import badge, ms, num, table
 from telemetry.report.parts import Q_KEYS, figure, note, q_row, qv, section
 from telemetry.report.svg import PALETTE, Band, Series, line_chart, stacked_bar
@@ -96,7 +97,8 @@ def attribution(s: Mapping) -> str:
                  f"{sp.get('ratio', 0):.1f}×", str(sp.get("category", "")), str(sp.get("cause", ""))] for sp in spikes]
         spikes_html = table(["window (s)", "metric", "× median", "category", "cause"], rows, cls="spikes")
     else:
-        spikes_html = note(f"No window's P99 exceeded {num(att.get('spike_factor', 2))}× the run's median window P99.")
+        factor = num(att.get("spike_factor", SPIKE_FACTOR_DEFAULT))
+        spikes_html = note(f"No window's P99 exceeded {factor}× the run's median window P99.")
     decomposition = att.get("decomposition") or {}
     figs = (figure(_windows_chart(att), "Red bands: spike windows; purple: windows flagged by the batching rule.")
             + _decomposition_figure(decomposition))
