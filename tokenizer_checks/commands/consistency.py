@@ -15,11 +15,11 @@ from __future__ import annotations
 import argparse
 from collections import Counter
 
-from tokenizer_checks.argtypes import non_negative
 from tokenizer_checks.loading import load
 from tokenizer_checks.outcome import Outcome
 from tokenizer_checks.segments import boundary_diffs
 from tokenizer_checks.texts import load_texts, parse_names, shipped
+from workload.argtypes import non_negative_int
 
 HELP = "which tokenizers split multilingual cases differently, and where"
 DEFAULT_CASES = shipped("multilingual_cases.jsonl")
@@ -29,7 +29,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--tokenizers", required=True, metavar="A,B,...", help="two or more TOKs, comma-separated")
     p.add_argument("--cases", default=str(DEFAULT_CASES), metavar="FILE",
                    help="cases, one per line or JSONL with 'text' (optional 'category'); default: the shipped set")
-    p.add_argument("--max-inconsistent", type=non_negative, metavar="N",
+    p.add_argument("--max-inconsistent", type=non_negative_int, metavar="N",
                    help="exit 1 when more than N cases are split differently")
 
 

@@ -15,10 +15,10 @@ import argparse
 import json
 from pathlib import Path
 
-from tokenizer_checks.argtypes import fraction, non_negative
 from tokenizer_checks.outcome import Outcome
 from tokenizer_checks.segments import boundary_diffs
 from tokenizer_checks.texts import InputError, parse_names
+from workload.argtypes import fraction, non_negative_int
 
 HELP = "align two tokenizers' difflog records by input_id and report boundary differences via offsets"
 REQUIRED = ("ts", "tokenizer", "input_id", "tokens", "offsets")
@@ -29,7 +29,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--pair", metavar="A,B", help="the two tokenizers to compare when the logs hold more")
     p.add_argument("--max-diff-share", type=fraction, metavar="X",
                    help="exit 1 when the share of inputs split differently is above X (0..1)")
-    p.add_argument("--show", type=non_negative, default=10, metavar="N", help="differing inputs to print (default 10)")
+    p.add_argument("--show", type=non_negative_int, default=10, metavar="N",
+                   help="differing inputs to print (default %(default)s)")
 
 
 def read_log(path: str) -> list[dict]:

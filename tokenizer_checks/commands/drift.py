@@ -14,11 +14,11 @@ from __future__ import annotations
 import argparse
 import statistics
 
-from tokenizer_checks.argtypes import fraction, non_negative
 from tokenizer_checks.loading import load
 from tokenizer_checks.outcome import Outcome
 from tokenizer_checks.segments import boundary_diffs, jaccard_drift, special_token_diff
 from tokenizer_checks.texts import load_texts, shipped
+from workload.argtypes import fraction, non_negative_int
 
 HELP = "Jaccard drift, boundary differences and special-token changes between two tokenizers"
 DEFAULT_CORPUS = shipped("drift_corpus.txt")
@@ -29,8 +29,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--new", required=True, metavar="TOK", help="the candidate tokenizer")
     p.add_argument("--corpus", default=str(DEFAULT_CORPUS), metavar="FILE",
                    help="texts, one per line or JSONL with 'text' (default: the shipped mixed corpus)")
-    p.add_argument("--examples", type=non_negative, default=5, metavar="N",
-                   help="most-drifted texts to show (default 5)")
+    p.add_argument("--examples", type=non_negative_int, default=5, metavar="N",
+                   help="most-drifted texts to show (default %(default)s)")
     p.add_argument("--max-mean-drift", type=fraction, metavar="X", help="exit 1 when the mean drift is above X")
     p.add_argument("--max-plain-mean-drift", type=fraction, metavar="X",
                    help="exit 1 when the mean drift over plain texts (no special token matched) is above X")

@@ -28,10 +28,10 @@ from collections.abc import Callable
 
 from tokenizers import Tokenizer
 
-from tokenizer_checks.argtypes import non_negative, positive
 from tokenizer_checks.loading import load
 from tokenizer_checks.outcome import Outcome
 from tokenizer_checks.texts import InputError, load_texts, shipped
+from workload.argtypes import non_negative_int, positive_int
 
 HELP = "which inputs overflow the window under each tokenizer, how the fallback truncates, and a verdict"
 DEFAULT_CORPUS = shipped("long_inputs.jsonl")
@@ -79,16 +79,16 @@ TRIGGERS: dict[str, Callable[[bool, bool], bool]] = {
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--primary", required=True, metavar="TOK", help="the tokenizer in service before the rollback")
     p.add_argument("--fallback", required=True, metavar="TOK", help="the tokenizer rolled back to")
-    p.add_argument("--max-tokens", required=True, type=positive, metavar="N", help="context window in tokens")
+    p.add_argument("--max-tokens", required=True, type=positive_int, metavar="N", help="context window in tokens")
     p.add_argument("--corpus", default=str(DEFAULT_CORPUS), metavar="FILE",
                    help="inputs, one per line or JSONL with 'text' (default: the shipped long inputs)")
-    p.add_argument("--reserve", type=non_negative, default=0, metavar="N",
-                   help="tokens kept free for BOS/chat template/generation (default 0)")
+    p.add_argument("--reserve", type=non_negative_int, default=0, metavar="N",
+                   help="tokens kept free for BOS/chat template/generation (default %(default)s)")
     p.add_argument("--strategy", choices=sorted(STRATEGIES), default="chars",
                    help="how the fallback cuts (default chars, the seed's text[:2048])")
     p.add_argument("--trigger", choices=sorted(TRIGGERS), default="primary",
                    help="which count decides that an input is cut (default primary, the seed's logic)")
-    p.add_argument("--cut-chars", type=positive, default=2048, metavar="N", help="chars kept by --strategy chars")
+    p.add_argument("--cut-chars", type=positive_int, default=2048, metavar="N", help="chars kept by --strategy chars")
 
 
 def run(args: argparse.Namespace) -> Outcome:

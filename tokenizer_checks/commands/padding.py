@@ -22,10 +22,10 @@ from __future__ import annotations
 import argparse
 from dataclasses import asdict, dataclass
 
-from tokenizer_checks.argtypes import fraction, non_negative, positive
 from tokenizer_checks.loading import config, load, token_text
 from tokenizer_checks.outcome import Outcome
 from tokenizer_checks.texts import InputError, load_texts
+from workload.argtypes import fraction, non_negative_int, positive_int
 
 HELP = "padding rate and end-token inflation from special-token handling, before and after the fix"
 # End-of-turn / end-of-text markers of the bundled families; those present in the vocabulary count as "an end token".
@@ -36,9 +36,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--tokenizer", required=True, metavar="TOK",
                    help="the tokenizer whose special-token handling is checked")
     p.add_argument("--batch", required=True, metavar="FILE", help="texts, one per line or JSONL with 'text'")
-    p.add_argument("--max-length", type=positive, default=2048, metavar="N", help="truncation length (default 2048)")
-    p.add_argument("--batch-size", type=positive, default=8, metavar="N",
-                   help="rows per padded micro-batch (default 8)")
+    p.add_argument("--max-length", type=positive_int, default=2048, metavar="N",
+                   help="truncation length (default %(default)s)")
+    p.add_argument("--batch-size", type=positive_int, default=8, metavar="N",
+                   help="rows per padded micro-batch (default %(default)s)")
     p.add_argument("--pad-to", choices=("longest", "max_length"), default="longest",
                    help="pad each micro-batch to its longest row (default) or to --max-length")
     p.add_argument("--padding-side", choices=("right", "left"), default=None,
@@ -51,7 +52,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="token appended by add_eos_token (default: <|eot_id|> when in the vocabulary, else eos_token)")
     p.add_argument("--max-padding-rate", type=fraction, metavar="X",
                    help="exit 1 when the configured (before) padding rate is above X (0..1)")
-    p.add_argument("--max-duplicate-end", type=non_negative, metavar="N",
+    p.add_argument("--max-duplicate-end", type=non_negative_int, metavar="N",
                    help="exit 1 when more than N sequences get a second end token")
 
 
