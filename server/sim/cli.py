@@ -26,6 +26,15 @@ from server.sim.metrics import EngineMetrics, SimCollector, make_registry
 from server.sim.profiles import DEFAULT_PROFILE, Profile, ProfileError, available, load_profile
 from server.sim.scheduler import Scheduler, SchedulerConfig
 from server.sim.textgen import build_vocabulary
+from workload.argtypes import (
+    fraction,
+    non_negative_int,
+    non_negative_seconds,
+    port,
+    positive_int,
+    positive_number,
+    reject,
+)
 from workload.tokenizers import DEFAULT_TOKENIZER, TokenizerNotFound, load_tokenizer
 
 log = logging.getLogger("server.sim")
@@ -44,56 +53,6 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"server.sim: error: {message}\n")
 
 
-def _positive_int(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
-    return v
-
-
-def _nonneg_int(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}") from None
-    if v < 0:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}")
-    return v
-
-
-def _port(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        v = -1
-    if not 0 <= v <= 65535:
-        raise argparse.ArgumentTypeError(f"expected a port number 0..65535 (0 = pick a free one), got {text!r}")
-    return v
-
-
-def _positive_float(text: str) -> float:
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number > 0, got {text!r}") from None
-    if not v > 0 or v == float("inf"):
-        raise argparse.ArgumentTypeError(f"expected a number > 0, got {text!r}")
-    return v
-
-
-def _probability(text: str) -> float:
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a probability in [0, 1], got {text!r}") from None
-    if not 0.0 <= v <= 1.0:
-        raise argparse.ArgumentTypeError(f"expected a probability in [0, 1], got {text!r}")
-    return v
-
-
 def _fault_kinds(text: str) -> tuple[str, ...]:
     try:
         return parse_kinds(text)
@@ -105,53 +64,48 @@ def _batch_cap(text: str) -> tuple[float, int]:
     t, sep, n = text.partition(":")
     try:
         if not sep:
-            raise ValueError
-        at, cap = float(t), int(n)
-        if at < 0 or cap < 1:
-            raise ValueError
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"expected T:N (from second T of simulated time, at most N running sequences, N >= 1), got {text!r}"
-        ) from None
-    return at, cap
+            raise argparse.ArgumentTypeError(text)
+        return non_negative_seconds(t), positive_int(n)
+    except argparse.ArgumentTypeError:
+        raise reject("T:N (from second T of simulated time, at most N running sequences, N >= 1)", text) from None
 
 
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="python -m server.sim", description="A vLLM-compatible OpenAI server that simulates the engine.")
-    p.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1)")
-    p.add_argument("--port", type=_port, default=8000, help="port; 0 picks a free one (printed at start)")
+    p.add_argument("--host", default="127.0.0.1", help="bind address (default %(default)s)")
+    p.add_argument("--port", type=port, default=8000, help="port; 0 picks a free one (printed at start)")
     p.add_argument("--profile", default=DEFAULT_PROFILE,
                    help=f"profile name ({', '.join(available())}) or path to a profile .json")
     p.add_argument("--served-model-name", help="model id served (default: the profile's)")
     p.add_argument("--tokenizer", default=DEFAULT_TOKENIZER, help="bundled tokenizer name or path to tokenizer.json")
     engine = p.add_argument_group("engine (vLLM's flags; default: the profile's)")
-    engine.add_argument("--max-num-seqs", type=_positive_int, help="most sequences running in one step")
-    engine.add_argument("--max-num-batched-tokens", type=_positive_int,
+    engine.add_argument("--max-num-seqs", type=positive_int, help="most sequences running in one step")
+    engine.add_argument("--max-num-batched-tokens", type=positive_int,
                         help="token budget of one step (decodes first, then chunked prefill)")
-    engine.add_argument("--block-size", type=_positive_int, help="tokens per KV block")
-    engine.add_argument("--num-gpu-blocks", "--num-gpu-blocks-override", dest="num_gpu_blocks", type=_positive_int,
+    engine.add_argument("--block-size", type=positive_int, help="tokens per KV block")
+    engine.add_argument("--num-gpu-blocks", "--num-gpu-blocks-override", dest="num_gpu_blocks", type=positive_int,
                         help="KV blocks in the pool (a smaller pool gives KV pressure and preemption)")
-    engine.add_argument("--max-model-len", type=_positive_int,
+    engine.add_argument("--max-model-len", type=positive_int,
                         help="longest prompt + output; lowered to the pool size when the profile's does not fit")
     engine.add_argument("--enable-prefix-caching", action=argparse.BooleanOptionalAction, default=None,
                         help="reuse cached full blocks of shared prompt prefixes")
     sim = p.add_argument_group("simulation")
-    sim.add_argument("--time-scale", type=_positive_float, default=1.0,
-                     help="run the clock S times faster than real time (default 1)")
-    sim.add_argument("--tokens-per-chunk", type=_positive_int, default=1,
+    sim.add_argument("--time-scale", type=positive_number, default=1.0,
+                     help="run the clock S times faster than real time (default %(default)g)")
+    sim.add_argument("--tokens-per-chunk", type=positive_int, default=1,
                      help="tokens produced per decode step and sent per chunk (multi-token prediction)")
-    sim.add_argument("--num-speculative-tokens", type=_positive_int,
+    sim.add_argument("--num-speculative-tokens", type=positive_int,
                      help="draft tokens per decode step (with --spec-accept-rate)")
-    sim.add_argument("--spec-accept-rate", type=_probability,
+    sim.add_argument("--spec-accept-rate", type=fraction,
                      help="probability each draft token is accepted; a chunk carries 1 + accepted tokens")
-    sim.add_argument("--eos-probability", type=_probability,
+    sim.add_argument("--eos-probability", type=fraction,
                      help="per-token EOS probability when ignore_eos is off (default: the profile's)")
-    sim.add_argument("--seed", type=_nonneg_int, default=0, help="seed of every random draw (default 0)")
+    sim.add_argument("--seed", type=non_negative_int, default=0, help="seed of every random draw (default %(default)s)")
     sim.add_argument("--legacy-metrics", action="store_true",
                      help="also export vllm:gpu_cache_usage_perc and vllm:time_per_output_token_seconds")
     faults = p.add_argument_group("fault injection")
-    faults.add_argument("--fault-rate", type=_probability, default=0.0,
-                        help="probability that a generation request fails (default 0)")
+    faults.add_argument("--fault-rate", type=fraction, default=0.0,
+                        help="probability that a generation request fails (default %(default)g)")
     faults.add_argument("--fault-kinds", type=_fault_kinds, default=KINDS,
                         help=f"comma list of {','.join(KINDS)} (default: all)")
     faults.add_argument("--batch-cap-at", type=_batch_cap, metavar="T:N",
