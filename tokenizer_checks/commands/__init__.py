@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from types import ModuleType
 
-from tokenizer_checks.commands import consistency, diff, difflog, drift, fallback, fingerprint, padding
+from tokenizer_checks.commands import consistency, diff, difflog, drift, fallback, fingerprint, padding, profile
 
 COMMANDS: dict[str, ModuleType] = {
     "drift": drift,
@@ -14,4 +14,5 @@ COMMANDS: dict[str, ModuleType] = {
     "difflog": difflog,
     "diff": diff,
     "fingerprint": fingerprint,
+    "profile": profile,
 }
