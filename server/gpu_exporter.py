@@ -20,6 +20,8 @@ from prometheus_client import CollectorRegistry, start_http_server
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from workload.argtypes import port
+
 NO_GPU_EXIT = 1
 
 
@@ -63,8 +65,8 @@ def init_nvml(nvml=pynvml) -> int:
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m server.gpu_exporter", description=__doc__.split("\n")[0])
-    p.add_argument("--port", type=int, default=9400, help="HTTP port for /metrics (default 9400)")
-    p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1; 0.0.0.0 for all)")
+    p.add_argument("--port", type=port, default=9400, help="HTTP port for /metrics (default %(default)s)")
+    p.add_argument("--host", default="127.0.0.1", help="address to bind (default %(default)s; 0.0.0.0 for all)")
     return p.parse_args(argv)
 
 

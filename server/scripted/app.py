@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 import orjson
 
 from server.scripted.serial import Serial
+from workload.argtypes import non_negative_int, port, positive_int, seconds
 
 _KEEP = 200_000  # timing samples kept for /stats
 FAULTS = ("500", "429", "cut", "junk", "stall", "nodone")
@@ -377,23 +378,23 @@ def _error(code: int, message: str) -> dict:
 def _parse(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m server.scripted", description=__doc__.split("\n")[0])
     p.add_argument("--host", default="127.0.0.1")
-    p.add_argument("--port", type=int, default=8001)
+    p.add_argument("--port", type=port, default=8001)
     p.add_argument("--ttft-ms", type=float, default=150.0, help="first token this long after the request")
     p.add_argument("--itl-ms", type=float, default=20.0, help="then one token every ITL")
-    p.add_argument("--tokens-per-chunk", type=int, default=1, help="K tokens per chunk, chunks K x ITL apart")
-    p.add_argument("--output-tokens", type=int, default=None, help="tokens per request (default: max_tokens)")
+    p.add_argument("--tokens-per-chunk", type=positive_int, default=1, help="K tokens per chunk, chunks K x ITL apart")
+    p.add_argument("--output-tokens", type=positive_int, default=None, help="tokens per request (default: max_tokens)")
     p.add_argument("--fault", action="append", default=[], help=f"comma list of {', '.join(FAULTS)}")
-    p.add_argument("--fault-every", type=int, default=1, help="fault every N-th completion request")
-    p.add_argument("--stall-s", type=float, default=30.0, help="how long a 'stall' fault stays silent")
+    p.add_argument("--fault-every", type=positive_int, default=1, help="fault every N-th completion request")
+    p.add_argument("--stall-s", type=seconds, default=30.0, help="how long a 'stall' fault stays silent")
     p.add_argument("--model", default="scripted")
     p.add_argument("--tokenizer", default="deepseek-v4", help="counts prompt tokens; 'none' = len/4")
-    p.add_argument("--prompt-offset", type=int, default=0, help="count this many extra prompt tokens")
+    p.add_argument("--prompt-offset", type=non_negative_int, default=0, help="count this many extra prompt tokens")
     p.add_argument("--no-tokenize", action="store_true", help="answer 404 on /tokenize")
     args = p.parse_args(argv)
     args.fault = tuple(f for spec in args.fault for f in spec.split(",") if f)
     bad = [f for f in args.fault if f not in FAULTS]
-    if bad or args.fault_every < 1 or args.tokens_per_chunk < 1:
-        p.error(f"--fault takes {', '.join(FAULTS)}; --fault-every and --tokens-per-chunk must be >= 1")
+    if bad:
+        p.error(f"--fault takes {', '.join(FAULTS)}")
     return args
 
 

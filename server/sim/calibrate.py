@@ -20,6 +20,7 @@ import numpy as np
 
 from server.sim.profiles import Profile, load_profile
 from server.sim.scheduler import Scheduler, SchedulerConfig, SimRequest, TokenIds
+from workload.argtypes import positive_int, seconds
 
 
 @dataclass(frozen=True)
@@ -99,10 +100,10 @@ def closed_loop(profile: Profile, users: int = 16, input_len: int = 512, output_
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(prog="python -m server.sim.calibrate", description=__doc__.splitlines()[0])
     p.add_argument("--profile", default="deepseek-v2-lite-a100")
-    p.add_argument("--users", type=int, default=16)
-    p.add_argument("--input-len", type=int, default=512)
-    p.add_argument("--output-len", type=int, default=256)
-    p.add_argument("--duration", type=float, default=60.0)
+    p.add_argument("--users", type=positive_int, default=16)
+    p.add_argument("--input-len", type=positive_int, default=512)
+    p.add_argument("--output-len", type=positive_int, default=256)
+    p.add_argument("--duration", type=seconds, default=60.0)
     a = p.parse_args(argv)
     r = closed_loop(load_profile(a.profile), a.users, a.input_len, a.output_len, a.duration)
     print(json.dumps(r.__dict__, indent=1))
