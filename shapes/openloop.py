@@ -69,11 +69,12 @@ class OpenLoopTally:
             merge_counts(self.counts, self._take())
         board = self.environment.llm_stage_board
         history = board.history
+        closed = getattr(board, "closed_at", None)  # a sweep's last stage ends when the sweep finished it
         rows = []
         for i, (stage, _wall, start) in enumerate(history):
             if stage.rate is None:
                 continue
-            end = history[i + 1][2] if i + 1 < len(history) else None
+            end = history[i + 1][2] if i + 1 < len(history) else (closed[1] if closed else None)
             c = self.counts.get(stage.name, {"scheduled": 0, "late": 0, "unsent": 0})
             row = {"name": stage.name, "rate": stage.rate, "warmup": stage.warmup, **c}
             if end is not None and end > start:
