@@ -17,6 +17,8 @@ import time  # noqa: E402
 
 import gevent  # noqa: E402
 
+from workload.argtypes import port, positive_int, seconds  # noqa: E402
+
 
 def request_bytes(host: str, port: int, path: str, max_tokens: int, model: str = "bare") -> bytes:
     body = json.dumps(
@@ -53,11 +55,11 @@ def stream_forever(host: str, port: int, req: bytes, counts: list[int]) -> None:
 def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--host", default="127.0.0.1")
-    p.add_argument("--port", type=int, required=True)
-    p.add_argument("--streams", type=int, default=64)
-    p.add_argument("--seconds", type=float, default=10.0)
+    p.add_argument("--port", type=port, required=True)
+    p.add_argument("--streams", type=positive_int, default=64)
+    p.add_argument("--seconds", type=seconds, default=10.0)
     p.add_argument("--path", default="/v1/chat/completions")
-    p.add_argument("--max-tokens", type=int, default=200)
+    p.add_argument("--max-tokens", type=positive_int, default=200)
     p.add_argument("--model", default="bare", help="model name sent (the scripted server counts tokens per model)")
     args = p.parse_args()
     req = request_bytes(args.host, args.port, args.path, args.max_tokens, args.model)

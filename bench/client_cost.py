@@ -28,6 +28,8 @@ import time
 import urllib.request
 from pathlib import Path
 
+from workload.argtypes import milliseconds, non_negative_seconds, positive_int, seconds
+
 ROOT = Path(__file__).resolve().parent.parent
 PY = sys.executable
 LOCUST = str(Path(PY).parent / "locust")
@@ -120,11 +122,12 @@ def _median(xs: list[float]) -> float:
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(prog="python -m bench.client_cost", description=__doc__.split("\n")[0])
     p.add_argument("--streams", default="64,256", help="comma list of concurrent streams (per client)")
-    p.add_argument("--warmup", type=float, default=3.0, help="seconds of streaming before the first CPU reading")
-    p.add_argument("--window", type=float, default=8.0, help="seconds between the two CPU readings")
-    p.add_argument("--repeat", type=int, default=3, help="repeats; medians are reported")
-    p.add_argument("--itl-ms", type=float, default=20.0)
-    p.add_argument("--max-tokens", type=int, default=200)
+    p.add_argument("--warmup", type=non_negative_seconds, default=3.0,
+                   help="seconds of streaming before the first CPU reading")
+    p.add_argument("--window", type=seconds, default=8.0, help="seconds between the two CPU readings")
+    p.add_argument("--repeat", type=positive_int, default=3, help="repeats; medians are reported")
+    p.add_argument("--itl-ms", type=milliseconds, default=20.0)
+    p.add_argument("--max-tokens", type=positive_int, default=200)
     p.add_argument("--users-only", action="store_true", help="users without the other packages' listeners")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     args = p.parse_args(argv)

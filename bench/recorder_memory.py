@@ -19,6 +19,7 @@ import numpy as np
 
 from telemetry.recorder import Recorder
 from users.result import GenerationResult
+from workload.argtypes import non_negative_seconds, positive_int, seed
 
 
 def rss_bytes() -> int:
@@ -47,10 +48,10 @@ def make(rng: np.random.Generator, i: int, tokens: int, end: float) -> Generatio
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--tokens", type=int, default=10_000_000)
-    p.add_argument("--per-request", type=int, default=256)
-    p.add_argument("--span-s", type=float, default=0.0, help="spread end times over this many seconds")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--tokens", type=positive_int, default=10_000_000)
+    p.add_argument("--per-request", type=positive_int, default=256)
+    p.add_argument("--span-s", type=non_negative_seconds, default=0.0, help="spread end times over this many seconds")
+    p.add_argument("--seed", type=seed, default=0)
     args = p.parse_args()
 
     rng = np.random.default_rng(args.seed)

@@ -22,6 +22,8 @@ import sys
 import time
 from pathlib import Path
 
+from workload.argtypes import non_negative_seconds, positive_int, seconds
+
 ROOT = Path(__file__).resolve().parent.parent
 PATTERN = b'"finish_reason"'  # once per token event, never in the usage event
 
@@ -83,11 +85,11 @@ def _cpu_seconds(pid: int) -> float:
 
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(prog="python -m bench.sim_speed", description=__doc__.splitlines()[0])
-    p.add_argument("--streams", type=int, default=64)
-    p.add_argument("--duration", type=float, default=10.0)
-    p.add_argument("--warmup", type=float, default=2.0)
-    p.add_argument("--max-tokens", type=int, default=1500)
-    p.add_argument("--tokens-per-chunk", type=int, default=1)
+    p.add_argument("--streams", type=positive_int, default=64)
+    p.add_argument("--duration", type=seconds, default=10.0)
+    p.add_argument("--warmup", type=non_negative_seconds, default=2.0)
+    p.add_argument("--max-tokens", type=positive_int, default=1500)
+    p.add_argument("--tokens-per-chunk", type=positive_int, default=1)
     a = p.parse_args(argv)
     cores = sorted(os.sched_getaffinity(0))
     server_core, client_core = cores[0], (cores[1] if len(cores) > 1 else None)

@@ -24,6 +24,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from workload import tokenizers as bundled  # noqa: E402
+from workload.argtypes import seed  # noqa: E402
 
 TOKENIZER = bundled.DEFAULT_TOKENIZER
 VOCAB_MULTIPLE = 64
@@ -95,7 +96,7 @@ def build(out: Path, seed: int = 0, name: str = TOKENIZER) -> dict:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=ROOT / ".cache" / "tiny-deepseek")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seed", type=seed, default=0)
     parser.add_argument("--tokenizer", default=TOKENIZER, help="bundled name or path of tokenizer.json")
     args = parser.parse_args(argv)
     t0 = time.perf_counter()

@@ -18,6 +18,8 @@ import time
 import urllib.request
 from pathlib import Path
 
+from workload.argtypes import positive_int
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -43,8 +45,8 @@ def _wait_ready(url: str, proc: subprocess.Popen, timeout: float = 60.0) -> None
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--users", type=int, default=16)
-    ap.add_argument("--run-time", type=int, default=60, help="seconds")
+    ap.add_argument("--users", type=positive_int, default=16)
+    ap.add_argument("--run-time", type=positive_int, default=60, help="seconds")
     ap.add_argument("--profile", default="deepseek-v2-lite-a100")
     ap.add_argument("--user-class", default="StreamingChatUser")
     ap.add_argument("--out", default="results")
