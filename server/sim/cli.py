@@ -63,11 +63,11 @@ def _fault_kinds(text: str) -> tuple[str, ...]:
 def _batch_cap(text: str) -> tuple[float, int]:
     t, sep, n = text.partition(":")
     try:
-        if not sep:
-            raise argparse.ArgumentTypeError(text)
-        return non_negative_seconds(t), positive_int(n)
+        if sep:
+            return non_negative_seconds(t), positive_int(n)
     except argparse.ArgumentTypeError:
-        raise reject("T:N (from second T of simulated time, at most N running sequences, N >= 1)", text) from None
+        pass
+    raise reject("T:N (from second T of simulated time, at most N running sequences, N >= 1)", text)
 
 
 def build_parser() -> argparse.ArgumentParser:
