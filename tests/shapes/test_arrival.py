@@ -48,5 +48,5 @@ def test_count_before_consumes_missed_slots():
 
 
 def test_bad_rate():
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match=r"rate must be > 0, got 0\.0"):
         Schedule(0.0, 0.0, ("poisson", 1.0), np.random.default_rng(0))

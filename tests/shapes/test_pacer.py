@@ -32,7 +32,8 @@ def test_busy_user_gets_past_slots_so_rate_is_kept():
     assert slots[0] == pytest.approx(start + 0.05, abs=0.02)
     # queue time grows by ~0.1 s per request (0.15 s busy - 0.05 s gap), far beyond timer noise
     assert lateness[-1] > 0.5 and lateness[-1] > lateness[3] + 0.3
-    assert pacer.stats["rate=20"]["scheduled"] == 8 and pacer.stats["rate=20"]["late"] >= 6
+    # the first slot is 50 ms ahead when asked for; each later one is already due (the user was busy 3 gaps)
+    assert pacer.stats["rate=20"] == {"scheduled": 8, "late": 7, "unsent": 0}
 
 
 def test_idle_users_wait_for_their_slot():

@@ -8,7 +8,7 @@ import msgpack
 import numpy as np
 import pytest
 
-from telemetry.sketch import MAX_VALUE, LogSketch
+from telemetry.sketch import MAX_VALUE, MIN_VALUE, LogSketch
 
 QS = (0.01, 0.1, 0.25, 0.5, 0.75, 0.9, 0.95, 0.99, 0.999)
 
@@ -62,20 +62,52 @@ def test_scalar_and_bulk_insert_agree():
     assert a.offset == b.offset and np.array_equal(a.counts, b.counts)
 
 
-def test_merge_equals_union():
+def _sketch_of(values: np.ndarray) -> LogSketch:
+    s = LogSketch()
+    s.add_many(values)
+    return LogSketch.from_dict(msgpack.unpackb(msgpack.packb(s.to_dict())))  # as a worker ships it
+
+
+def test_merge_in_any_order_equals_union_and_numpy_within_alpha():
     rng = np.random.default_rng(11)
-    parts = [rng.lognormal(np.log(x), 0.7, 3000 + 100 * i) for i, x in enumerate((0.003, 0.08, 1.5))]
-    merged = LogSketch()
-    for p in parts:
-        s = LogSketch()
-        s.add_many(p)
-        merged.merge(LogSketch.from_dict(msgpack.unpackb(msgpack.packb(s.to_dict()))))
+    body = np.concatenate([rng.lognormal(np.log(x), 0.7, 3000 + 100 * i) for i, x in enumerate((0.003, 0.08, 1.5))])
+    zeros = np.concatenate([np.zeros(200), rng.uniform(0.0, MIN_VALUE, 100)])  # counted as zero
+    clamped = rng.uniform(1.5 * MAX_VALUE, 9 * MAX_VALUE, 250)  # into the top bucket
+    data = rng.permutation(np.concatenate([body, zeros, clamped]))
+    cuts = np.sort(rng.choice(np.arange(1, data.size), 9, replace=False))
+    parts = [*np.split(data, cuts), np.zeros(0)]  # ten uneven parts and an empty one
+    sketches = [_sketch_of(p) for p in parts]
+
+    def merged_in(order) -> LogSketch:
+        m = LogSketch()
+        for i in order:
+            m.merge(sketches[i])
+        return m
+
+    merged, other_order = merged_in(rng.permutation(len(parts))), merged_in(rng.permutation(len(parts)))
     union = LogSketch()
-    union.add_many(np.concatenate(parts))
-    assert merged.count == union.count and merged.min == union.min and merged.max == union.max
-    assert math.isclose(merged.sum, union.sum, rel_tol=1e-12)
-    for q in QS:
-        assert merged.quantile(q) == union.quantile(q)
+    union.add_many(data)
+    for m in (merged, other_order):
+        assert m.count == data.size and m.zero == zeros.size and m.min == data.min() and m.max == data.max()
+        assert math.isclose(m.sum, float(data.sum()), rel_tol=1e-12)
+        d, u = m.to_dict(), union.to_dict()
+        assert (d["o"], d["c"], d["z"]) == (u["o"], u["c"], u["z"])  # the same buckets whatever the order
+    alpha = merged.alpha  # the stated relative accuracy (DEFAULT_ALPHA, 0.5 %)
+    zone = {"zero": 0, "body": 0, "clamped": 0}
+    for q in (*QS, *np.linspace(0.001, 0.999, 97)):
+        exact = float(np.quantile(data, q, method="lower"))  # the order statistic at rank q*(n-1)
+        got = merged.quantile(q)
+        assert got == union.quantile(q) == other_order.quantile(q)
+        if exact <= MIN_VALUE:
+            zone["zero"] += 1
+            assert got == 0.0, (q, got, exact)
+        elif exact > MAX_VALUE:
+            zone["clamped"] += 1
+            assert MAX_VALUE * (1 - alpha) <= got <= exact, (q, got, exact)
+        else:
+            zone["body"] += 1
+            assert abs(got - exact) <= alpha * exact * (1 + 1e-9), (q, got, exact)
+    assert min(zone.values()) >= 2, zone  # every branch of quantile() was exercised
 
 
 def test_empty_zero_and_clamped_values():
@@ -97,5 +129,5 @@ def test_memory_is_bounded_whatever_the_range():
 def test_merge_rejects_other_accuracy():
     other = LogSketch(0.01)
     other.add(1.0)
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match=r"different accuracy \(0\.005 vs 0\.01\)"):
         LogSketch(0.005).merge(other)

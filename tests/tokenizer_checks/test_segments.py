@@ -40,9 +40,9 @@ def test_real_v2_v3_split_differs_where_expected():
     v2 = load_tokenizer("deepseek-v2").encode(text, add_special_tokens=False)
     v3 = load_tokenizer("deepseek-v3").encode(text, add_special_tokens=False)
     spans = boundary_diffs(text, v2.offsets, v3.offsets)
-    assert spans, (v2.tokens, v3.tokens)
-    assert all(0 <= s.start < s.end <= len(text) for s in spans)
-    assert "".join(s.text for s in spans) in text or len(spans) > 1
+    # V2 splits 繁 and the bytes of 體 (two tokens share 體's offsets), V3 has one token for 繁體; 中文 is one
+    # token in both, so it is no difference
+    assert spans == [Span(0, 2, "繁體", ["繁", "體", "體"], ["繁體"])], (v2.tokens, v3.tokens)
 
 
 def test_special_token_diff_v3_v4_real():

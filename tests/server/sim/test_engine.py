@@ -57,7 +57,9 @@ def test_time_scale_runs_the_steps_faster_and_metrics_stay_in_sim_seconds():
         assert e2e.count == 1 and 0.57 < e2e.sum < 0.75, e2e.sum  # simulated seconds, whatever the scale
         itl = engine.metrics.itl
         assert itl.count == 29 and 0.018 < itl.sum / itl.count < 0.026
-    assert walls[1.0] < 0.6 * 1.5 and walls[10.0] < walls[1.0] / 4, walls
+    # each wall within -10 % / +50 % of 600 ms / scale: at scale 10 the same steps take a tenth (60 ms), so a
+    # speed-up under ~6.7x fails
+    assert walls[1.0] < 0.6 * 1.5 and walls[10.0] < 0.06 * 1.5, walls
 
 
 def test_steps_are_spaced_by_the_cost_model_without_drift():

@@ -6,8 +6,10 @@ import http.client
 import json
 import socket
 
+import numpy as np
 import pytest
 
+from server.sim.faults import KINDS, Fault, Faults
 from tests.server.sim.helpers import post, running_sim
 
 BODY = {"prompt": "x", "max_tokens": 40, "ignore_eos": True, "stream": True}
@@ -83,4 +85,47 @@ def test_hang_stops_sending_but_keeps_the_connection():
 def test_partial_fault_rate_fails_some_and_serves_the_rest():
     with running_sim("--time-scale", "20", "--fault-rate", "0.5", "--fault-kinds", "500", "--seed", "7") as proc:
         codes = [post(proc.port, "/v1/completions", {"prompt": "x", "max_tokens": 2})[0] for _ in range(40)]
-    assert set(codes) == {200, 500} and 8 <= codes.count(500) <= 32
+    # seed 7 draws a fault for exactly these 23 of the 40 requests (the decision itself: the unit tests below);
+    # a change in how or how often the server draws moves this count
+    assert set(codes) == {200, 500} and codes.count(500) == 23
+
+
+class _Scripted:
+    """A Generator stand-in returning scripted ``random()`` draws; ``integers`` answers its lowest value."""
+
+    def __init__(self, randoms: list[float]):
+        self.randoms = list(randoms)
+
+    def random(self) -> float:
+        return self.randoms.pop(0)  # IndexError: a draw the test did not expect
+
+    def integers(self, low: int, high: int | None = None) -> int:
+        return 0 if high is None else low
+
+
+def test_fault_decision_is_a_draw_below_the_rate():
+    faults = Faults(0.5, ("cut",), _Scripted([0.4999, 0.5, 0.0, 0.99]))
+    assert [faults.decide(40) for _ in range(4)] == [Fault("cut", 1), None, Fault("cut", 1), None]
+    assert faults.injected == {**dict.fromkeys(KINDS, 0), "cut": 2}
+
+
+def test_rate_zero_never_draws_and_rate_one_always_faults():
+    assert Faults(0.0, KINDS, _Scripted([])).decide(40) is None  # an unexpected draw would raise
+    always = Faults(1.0, ("500", "cut", "junk"), np.random.default_rng(0))
+    plans = [always.decide(40) for _ in range(3000)]
+    assert all(p is not None for p in plans)
+    kinds = {k: sum(p.kind == k for p in plans) for k in ("500", "cut", "junk")}
+    assert all(900 <= n <= 1100 for n in kinds.values()), kinds  # uniform over the chosen kinds (+-4 sd)
+    assert always.injected == {**dict.fromkeys(KINDS, 0), **kinds}
+    # a mid-stream fault comes after 1 .. n-1 tokens, every one of them possible: never before the first token,
+    # never after the last
+    assert sorted({p.at for p in plans}) == list(range(1, 40))
+    one = always.decide(1)
+    assert one is not None and one.at == 1  # a one-token response faults after its only token
+
+
+def test_seeded_rate_gives_that_share_of_faults():
+    faults = Faults(0.25, ("500",), np.random.default_rng(3))
+    n = sum(faults.decide(8) is not None for _ in range(20_000))
+    assert abs(n - 5000) <= 5 * (20_000 * 0.25 * 0.75) ** 0.5, n  # binomial, 5 sd
+    assert faults.injected["500"] == n

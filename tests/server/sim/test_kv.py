@@ -50,8 +50,9 @@ def test_double_release_is_caught():
     pool = BlockPool(1)
     b = pool.allocate(1)
     pool.release(b)
-    with pytest.raises(AssertionError):
+    with pytest.raises(ValueError, match=r"block 0 released more often than taken"):
         pool.release(b)
+    assert pool.ref_count(b[0]) == 0 and pool.num_free == 1  # refused before the count went negative
 
 
 def test_caching_off_never_finds_anything():

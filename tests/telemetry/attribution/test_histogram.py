@@ -49,7 +49,7 @@ def test_empty_and_counter_reset():
 
 
 def test_mismatched_bounds_refused():
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="different bucket bounds"):
         CumulativeHistogram.from_buckets({0.1: 1, INF: 1}) - CumulativeHistogram.from_buckets({0.2: 1, INF: 1})
 
 
