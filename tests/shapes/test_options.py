@@ -57,3 +57,12 @@ def test_bad_option_is_a_usage_error(capsys):
     with pytest.raises(SystemExit):
         _parser().parse_args(["--sweep-users", "1,x"])
     assert "--sweep-users: 'x' is not a positive integer" in capsys.readouterr().err
+
+
+def test_plans_fall_back_to_the_option_defaults():
+    from shapes.plan import rate_plan
+
+    parsed = _parser().parse_args(["--request-rate", "2"])
+    assert rate_plan(argparse.Namespace(request_rate="2")) == rate_plan(parsed)
+    step = rate_plan(parsed)[0]
+    assert (step.users, step.duration, step.warmup, parsed.arrival) == (256, 60.0, 0.0, "poisson")
