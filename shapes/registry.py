@@ -1,5 +1,6 @@
 """The load shapes, one entry each: everything else (``--shape``'s choices and help, the plan a name runs,
-the web UI's start form check, the options that imply a shape, the ``-u`` warning) is read from here.
+the web UI's start form check in webui/shape_form.py, the options that imply a shape, the ``-u`` warning)
+is read from here.
 
     SHAPES["rate-sweep"].plan(options)      # the steps, or PlanError
     shape_names()                           # ("none", "concurrency-sweep", "length-sweep", "rate-sweep")
