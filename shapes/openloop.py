@@ -63,7 +63,7 @@ class OpenLoopTally:
     def _on_worker_report(self, client_id, data: dict, **_kw) -> None:
         merge_counts(self.counts, data.get(REPORT_KEY) or {})
 
-    def section(self, _hub=None) -> dict | None:
+    def section(self, _view=None, _summary=None) -> dict | None:
         """The ``open_loop`` summary section, or None when no stage had a rate."""
         if not isinstance(self.environment.runner, (WorkerRunner, MasterRunner)):
             merge_counts(self.counts, self._take())

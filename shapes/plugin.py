@@ -3,8 +3,8 @@
 Creates ``environment.llm_stage_board`` and ``environment.llm_pacer`` (None until an open-loop stage),
 wires stage propagation (master -> workers), and — on the master or a local run — installs the sweep
 named by ``--shape`` as ``environment.shape_class``. Without ``--shape`` nothing changes: plain -u/-r and
-the web UI's user-count form behave as in Locust. The web UI's ``--shape`` drop-down and
-``--class-picker`` can pick a sweep at start time too.
+the web UI's user-count form behave as in Locust. The web UI's ``--shape`` drop-down (its form check is
+webui/shape_form.py, which calls :func:`set_shape`) and ``--class-picker`` can pick a sweep at start time too.
 """
 
 from __future__ import annotations
@@ -21,7 +21,6 @@ from shapes.registry import NONE, SHAPES, implied_shapes
 from shapes.saturation import section as saturation_section
 from shapes.stage import StageBoard
 from shapes.sweep import SweepShape
-from shapes.webui import ShapeFormHook
 
 logger = logging.getLogger(__name__)
 
@@ -54,7 +53,7 @@ def _register_pickable(environment) -> None:
 
 
 class _Sections:
-    """Adds this package's summary sections to the telemetry hub once it exists (it is installed after us)."""
+    """Adds this package's summary sections to telemetry's hooks once they exist (telemetry installs after us)."""
 
     def __init__(self, environment, tally: OpenLoopTally) -> None:
         self.environment = environment
@@ -63,10 +62,10 @@ class _Sections:
 
     def __call__(self, **_kw) -> None:
         hub = getattr(self.environment, "llm_telemetry", None)
-        if self.done or hub is None or not hasattr(hub, "add_section"):
+        if self.done or hub is None:
             return
-        hub.add_section("saturation", saturation_section)
-        hub.add_section("open_loop", self.tally.section)
+        hub.hooks.add_section("saturation", saturation_section)
+        hub.hooks.add_section("open_loop", self.tally.section)
         self.done = True
 
 
@@ -95,9 +94,6 @@ def install(environment) -> None:
         logger.info("--shape %s: %s", name, ", ".join(s.stage.name for s in steps))
         if shape.users_from is not None and getattr(options, "num_users", None):
             logger.warning("-u/--users is ignored by --shape %s (users: %s)", name, shape.users_from)
-    web_ui = getattr(environment, "web_ui", None)
-    if web_ui is not None:
-        ShapeFormHook(environment, web_ui, lambda n: set_shape(environment, n)).register()
 
 
 def _shape_name(options) -> str | None:

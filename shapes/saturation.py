@@ -60,7 +60,6 @@ def verdict(stages: list[dict]) -> dict:
     return {"stage": None, "reason": f"not saturated: no stage gained < {MIN_GAIN:.0%} with TTFT p99 growing; {last}"}
 
 
-def section(hub) -> dict:
-    """Summary section for the telemetry hub: the verdict over the hub's per-stage rows."""
-    stages = hub.stages() if callable(getattr(hub, "stages", None)) else []
-    return verdict(stages)
+def section(_view, summary: dict) -> dict:
+    """The ``saturation`` summary section: the verdict over the summary's per-stage rows (``summary["stages"]``)."""
+    return verdict(summary.get("stages") or [])

@@ -8,7 +8,7 @@ still connected has sent its ``quit`` (which it sends after its final ``stats``)
 keeps what it reported.
 
     drain_final_reports(environment, timeout_s=10)
-    watch = WorkerWatch(environment, hub); watch.start(); ...; watch.stop()
+    watch = WorkerWatch(environment, merger); watch.start(); ...; watch.stop()
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import gevent
 from locust.exception import RPCError
 
 if TYPE_CHECKING:
-    from telemetry.hub import TelemetryHub
+    from telemetry.merger import Merger
 
 log = logging.getLogger(__name__)
 STATE_MISSING = "missing"
@@ -59,9 +59,9 @@ def drain_final_reports(environment, timeout_s: float = 10.0) -> set[str]:
 class WorkerWatch:
     """Polls the master's worker list each second; warns once per worker that goes missing."""
 
-    def __init__(self, environment, hub: TelemetryHub, interval_s: float = 1.0) -> None:
+    def __init__(self, environment, merger: Merger, interval_s: float = 1.0) -> None:
         self.environment = environment
-        self.hub = hub
+        self.merger = merger
         self.interval_s = interval_s
         self._greenlet: gevent.Greenlet | None = None
 
@@ -82,13 +82,11 @@ class WorkerWatch:
     def check(self) -> None:
         runner = self.environment.runner
         for c in list(runner.clients.all):
-            if c.state == STATE_MISSING and c.id not in self.hub.lost_workers:
-                self.hub.lost_workers.add(c.id)
-                info = self.hub.workers.get(c.id)
+            if c.state == STATE_MISSING and self.merger.mark_lost(c.id):
+                info = self.merger.workers.get(c.id)
                 held = f"the {info.requests} requests it reported" if info else "nothing from it (it never reported)"
                 age = f", last report {time.time() - info.last_report_wall:.0f} s ago" if info else ""
                 log.warning(f"WARNING: worker {c.id} stopped sending heartbeats (killed or hung); the LLM summary "
                             f"keeps {held}{age}; its later results are lost")  # fmt: skip
-            elif c.state != STATE_MISSING and c.id in self.hub.lost_workers:
-                self.hub.lost_workers.discard(c.id)
+            elif c.state != STATE_MISSING and self.merger.mark_back(c.id):
                 log.info(f"worker {c.id} is sending heartbeats again")

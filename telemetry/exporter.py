@@ -1,12 +1,13 @@
-"""Prometheus exporter on the master: a custom collector over the hub's merged state, in a private registry.
+"""Prometheus exporter on the master: a custom collector over the run's view, in a private registry.
 
 Names and labels follow DESIGN.md "Prometheus metrics"; with ``--route-table`` the ``llm_*`` histograms and
 counters also carry a ``version`` label (the route version each request went to; "" for none), without it
 the label set is DESIGN.md's exactly (the Grafana dashboard sums over labels, so it reads both).
 Histograms come from the merged fixed-bucket counts (vLLM's boundaries), ``llm_latency_quantile_seconds``
-from the merged sketches, server gauges are relayed from the latest scrape.
+from the merged sketches (both for the client metrics of :mod:`telemetry.metrics`), server gauges are relayed
+from the latest scrape.
 
-    exporter = Exporter(hub, host="127.0.0.1", port=9646); exporter.start()   # port 0 = any free port
+    exporter = Exporter(hub.view, host="127.0.0.1", port=9646); exporter.start()   # port 0 = any free port
     exporter.registry.get_sample_value("llm_requests_total", {...})
     exporter.stop()  # safe twice
 """
@@ -19,27 +20,23 @@ from collections import defaultdict
 from typing import TYPE_CHECKING
 
 from gevent.pywsgi import WSGIServer
-from prometheus_client import CollectorRegistry, generate_latest, make_wsgi_app
+from prometheus_client import CollectorRegistry, make_wsgi_app
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
 
-from telemetry.buckets import BOUNDS, BucketHistogram
+from telemetry.buckets import BucketHistogram
+from telemetry.metrics import having
+from telemetry.options import PROMETHEUS_HOST_DEFAULT, PROMETHEUS_PORT_DEFAULT
 from telemetry.recorder import Recorder
 
 if TYPE_CHECKING:
-    from telemetry.hub import TelemetryHub
+    from collections.abc import Callable
+
+    from telemetry.view import RunView
 
 log = logging.getLogger(__name__)
 
-HISTOGRAMS = {
-    "ttft": ("llm_time_to_first_token_seconds", "Time to first token (client side)"),
-    "itl": ("llm_inter_token_latency_seconds", "Inter-token latency (client side; k samples of g/k per chunk)"),
-    "tpot": ("llm_time_per_output_token_seconds", "Time per output token per request (client side)"),
-    "e2e": ("llm_request_duration_seconds", "End-to-end request latency (client side)"),
-    "decode_span": ("llm_decode_span_seconds", "Last token minus first token per request (the seed's drift)"),
-}
-QUANTILE_METRICS = ("ttft", "itl", "inter_chunk", "tpot", "e2e", "decode_span")
 QUANTILES = (0.5, 0.9, 0.95, 0.99)
 SERVER_GAUGES = {
     "kv_cache_usage": ("llm_server_kv_cache_usage_ratio", "Server KV-cache usage 0..1 (relayed from the server)"),
@@ -50,41 +47,41 @@ CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 
 class LLMCollector(Collector):
-    """Yields the llm_* families from the hub's merged state at each scrape."""
+    """Yields the llm_* families from a fresh view of the run at each scrape (``view_of()``)."""
 
-    def __init__(self, hub: TelemetryHub) -> None:
-        self.hub = hub
+    def __init__(self, view_of: Callable[[], RunView]) -> None:
+        self.view_of = view_of
 
-    def versioned(self) -> bool:
+    @staticmethod
+    def versioned(view: RunView) -> bool:
         """Label by route version: with ``--route-table`` (or results that carry a version), else DESIGN.md's set."""
-        options = self.hub.options
-        return bool(getattr(options, "route_table", None)) or any(k[2] for k in self.hub.merged.cells)
+        return bool(getattr(view.options, "route_table", None)) or any(k[2] for k in view.merged.cells)
 
     def collect(self):
-        hub = self.hub
-        versioned = self.versioned()
+        view = self.view_of()
+        versioned = self.versioned(view)
         labels = ["user_class", "stage", "version"] if versioned else ["user_class", "stage"]
         groups: dict[tuple[str, ...], list] = defaultdict(list)
-        for (uc, stage, version), cell in hub.merged.cells.items():
+        for (uc, stage, version), cell in view.merged.cells.items():
             groups[(uc, stage, version or "") if versioned else (uc, stage)].append(cell)
         yield from self._histograms(groups, labels)
-        yield from self._counters(groups, labels)
-        yield from self._gauges()
+        yield from self._counters(view, groups, labels)
+        yield from self._gauges(view)
 
     def _histograms(self, groups, labels):
-        for metric, (name, doc) in HISTOGRAMS.items():
-            fam = HistogramMetricFamily(name, doc, labels=labels)
+        for metric in having("histogram"):
+            fam = HistogramMetricFamily(metric.prom_name, metric.prom_help, labels=labels)
             for key, cells in sorted(groups.items()):
-                h = BucketHistogram(BOUNDS[metric])
+                h = BucketHistogram(metric.bounds)
                 for c in cells:
-                    h.merge(c.hists[metric])
+                    h.merge(c.hists[metric.key])
                 buckets = [
                     (floatToGoString(le) if not math.isinf(le) else "+Inf", float(n)) for le, n in h.cumulative()
                 ]
                 fam.add_metric(list(key), buckets, h.sum)
             yield fam
 
-    def _counters(self, groups, labels):
+    def _counters(self, view: RunView, groups, labels):
         req = CounterMetricFamily("llm_requests", "LLM requests by outcome and error kind",
                                   labels=[*labels, "outcome", "error_kind"])  # fmt: skip
         prompt = CounterMetricFamily("llm_prompt_tokens", "Prompt tokens sent", labels=labels)
@@ -101,32 +98,29 @@ class LLMCollector(Collector):
         yield req
         yield prompt
         yield output
-        latest = self.hub.scraper.latest if self.hub.scraper else None
+        latest = view.server_latest
         if latest and latest.get("preemptions_total") is not None:
             pre = CounterMetricFamily("llm_server_preemptions", "Server preemptions (relayed counter)")
             pre.add_metric([], latest["preemptions_total"])
             yield pre
 
-    def _gauges(self):
-        hub = self.hub
-        runner = getattr(hub.environment, "runner", None)
+    def _gauges(self, view: RunView):
         users = GaugeMetricFamily("llm_active_users", "Locust users running")
-        users.add_metric([], float(getattr(runner, "user_count", 0) or 0))
+        users.add_metric([], float(view.active_users))
         yield users
 
-        board = getattr(hub.environment, "llm_stage_board", None)
         info = GaugeMetricFamily("llm_stage_info", "The current load stage (value 1)",
                                  labels=["stage", "index", "users", "rate", "input_len"])  # fmt: skip
-        if board is not None:
-            st = board.current
+        if view.current_stage is not None:
+            st = view.current_stage
             info.add_metric([st.name, str(st.index), "" if st.users is None else str(st.users),
                              "" if st.rate is None else f"{st.rate:g}", st.input_len or ""], 1.0)  # fmt: skip
         yield info
 
         q = GaugeMetricFamily("llm_latency_quantile_seconds", "Quantiles from the merged sketches (all users, stages)",
                               labels=["metric", "quantile"])  # fmt: skip
-        cells = list(hub.merged.cells.values())
-        for m in QUANTILE_METRICS:
+        cells = list(view.merged.cells.values())
+        for m in (metric.key for metric in having("top")):
             s = Recorder.merged_sketch(cells, m)
             if s.count == 0:
                 continue
@@ -134,13 +128,13 @@ class LLMCollector(Collector):
                 q.add_metric([m, f"{qq:g}"], s.quantile(qq))
         yield q
 
-        fill = hub.client_kv_fill()
+        fill = view.client_kv_fill
         if fill is not None:
             g = GaugeMetricFamily("llm_client_kv_block_fill_ratio", "Client-side KV block fill (blocks of 16)")
             g.add_metric([], fill)
             yield g
 
-        latest = hub.scraper.latest if hub.scraper else None
+        latest = view.server_latest
         for field, (name, doc) in SERVER_GAUGES.items():
             if latest and latest.get(field) is not None:
                 g = GaugeMetricFamily(name, doc)
@@ -148,18 +142,23 @@ class LLMCollector(Collector):
                 yield g
 
 
+def llm_registry(view_of: Callable[[], RunView]) -> CollectorRegistry:
+    """A private registry holding one :class:`LLMCollector` (the exporter's, and the web UI's ``/llm/metrics``)."""
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(LLMCollector(view_of))
+    return registry
+
+
 class Exporter:
     """Serves the private registry over HTTP (gevent WSGI server); start() reports a busy port in one line."""
 
-    def __init__(self, hub: TelemetryHub, host: str = "127.0.0.1", port: int = 9646) -> None:
-        self.registry = CollectorRegistry(auto_describe=False)
-        self.registry.register(LLMCollector(hub))
+    def __init__(
+        self, view_of: Callable[[], RunView], host: str = PROMETHEUS_HOST_DEFAULT, port: int = PROMETHEUS_PORT_DEFAULT
+    ) -> None:
+        self.registry = llm_registry(view_of)
         self.host = host
         self.port = port
         self._server: WSGIServer | None = None
-
-    def text(self) -> bytes:
-        return generate_latest(self.registry)
 
     def start(self) -> bool:
         """Bind and serve; False (after one error line) when the port cannot be bound."""

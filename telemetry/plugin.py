@@ -1,10 +1,19 @@
 """Wires telemetry into a Locust environment: ``install(environment)`` from the ``init`` listener.
 
-Every role records its own users' results (``request`` events carrying ``context["llm_result"]``).
-A worker ships ``recorder.take()`` under ``llm`` in ``report_to_master``; the master merges in
-``worker_report``; a local run pumps its recorder into the same merge every second. The master
-(or local process) runs the Prometheus exporter, the server scraper, the dead-worker watch and,
-at quit, the sinks: SLO gate, console table, summary JSON, CSV, then ``on_summary`` sinks.
+The process's role is chosen once, from its runner, when it installs:
+
+- :class:`WorkerRole` records its users' results (``request`` events carrying ``context["llm_result"]``)
+  and ships ``recorder.take()`` under ``llm`` in ``report_to_master``; it never builds a summary.
+- :class:`MasterRole` merges the workers' reports (``worker_report``), watches for dead workers and, at
+  quit, drains the last reports and finalizes.
+- :class:`LocalRole` records its own users and pumps its recorder into the same merge every second.
+
+Master and local run share :class:`SummarizingRole`: the Prometheus exporter, the server scraper, the
+model label and, at quit, the sinks: SLO gate, console table, summary JSON, CSV, then the ``on_summary``
+sinks. Each role registers only the handlers that mean something for it.
+
+    role = install(environment)       # environment.llm_telemetry is role.hub
+    role.close()                      # detach (tests)
 """
 
 from __future__ import annotations
@@ -14,12 +23,13 @@ import logging
 import urllib.request
 
 import gevent
-from flask import Response
-from locust.runners import LocalRunner, MasterRunner, WorkerRunner
+from locust.runners import MasterRunner, WorkerRunner
 
 from telemetry.distributed import WorkerWatch, drain_final_reports
-from telemetry.exporter import CONTENT_TYPE, Exporter
+from telemetry.exporter import Exporter
+from telemetry.hooks import deliver_to
 from telemetry.hub import TelemetryHub
+from telemetry.options import PROMETHEUS_HOST_DEFAULT, SERVER_METRICS_INTERVAL_DEFAULT
 from telemetry.scraper import ServerScraper, metrics_url
 from telemetry.sinks import console_table, write_csv, write_json
 from telemetry.slo import EXIT_CODE, failure_lines
@@ -55,168 +65,149 @@ class _Loop:
             g.kill(block=False)
 
 
-class TelemetryPlugin:
-    """The listeners of one process; ``register()`` once, ``close()`` to detach (tests)."""
+class Role:
+    """What every process does: record its users' results, read the options at each test start."""
 
     def __init__(self, environment, hub: TelemetryHub) -> None:
         self.environment = environment
         self.hub = hub
-        self.exporter: Exporter | None = None
-        self.watch: WorkerWatch | None = None
-        self._kv = _Loop(self.sample_kv_fill, 1.0)
-        self._pump = _Loop(self.pump_local, 1.0)
-        self._finalized = False
+        self.merger = hub.merger
         self._bad_results = 0
         self._listeners: list[tuple[object, object]] = []
-
-    # ---- roles -------------------------------------------------------------------------------------
-    @property
-    def runner(self):
-        return self.environment.runner
-
-    @property
-    def is_worker(self) -> bool:
-        return isinstance(self.runner, WorkerRunner)
-
-    @property
-    def is_master(self) -> bool:
-        return isinstance(self.runner, MasterRunner)
-
-    @property
-    def is_local(self) -> bool:
-        return isinstance(self.runner, LocalRunner)
 
     def _on(self, event, fn) -> None:
         event.add_listener(fn)
         self._listeners.append((event, fn))
 
-    def register(self) -> None:
+    def register(self) -> Role:
         ev = self.environment.events
         self._on(ev.request, self.on_request)
-        self._on(ev.report_to_master, self.on_report_to_master)
-        self._on(ev.worker_report, self.on_worker_report)
         self._on(ev.test_start, self.on_test_start)
         self._on(ev.test_stop, self.on_test_stop)
-        self._on(ev.quitting, self.on_quitting)
-        options = self.environment.parsed_options
-        if options is not None and not self.is_worker:
-            port = getattr(options, "prometheus_port", 0)
-            if port:
-                self.exporter = Exporter(self.hub, getattr(options, "prometheus_host", "127.0.0.1"), port)
-                if not self.exporter.start():
-                    self.exporter = None
-            self._add_web_routes()
+        return self
 
     def close(self) -> None:
+        """Detach every listener and stop every loop (tests; a process just exits)."""
         for event, fn in self._listeners:
             event.remove_listener(fn)
         self._listeners.clear()
-        self._kv.stop()
-        self._pump.stop()
-        if self.watch:
-            self.watch.stop()
-        if self.hub.scraper:
-            self.hub.scraper.stop(final_scrape=False)
-        if self.exporter:
-            self.exporter.stop()
 
-    def _add_web_routes(self) -> None:
-        web_ui = getattr(self.environment, "web_ui", None)
-        if web_ui is None:
-            return
-        registry = Exporter(self.hub, port=0).registry  # same collector, no server of its own
-
-        def llm_metrics():
-            from prometheus_client import generate_latest
-
-            return Response(generate_latest(registry), mimetype=CONTENT_TYPE)
-
-        auth = getattr(web_ui, "auth_required_if_enabled", lambda f: f)
-        web_ui.app.add_url_rule("/llm/metrics", "llm_metrics", auth(llm_metrics))
-
-    # ---- every process -------------------------------------------------------------------------------
     def on_request(self, context=None, **_kw) -> None:
         result = context.get("llm_result") if isinstance(context, dict) else None
         if result is None:
             return
         try:
-            self.hub.recorder.record(result)
+            self.merger.recorder.record(result)
         except Exception as e:  # a malformed result is counted and reported once, never raised into the user
             self._bad_results += 1
             if self._bad_results == 1:
                 log.error(f"telemetry could not record a result ({type(e).__name__}: {e}); counting such results")
+
+    def on_test_start(self, environment=None, **_kw) -> None:
+        self.merger.configure(self.environment.parsed_options)
+        self.merger.recorder.reset()
+
+    def on_test_stop(self, environment=None, **_kw) -> None:
+        pass
+
+
+class _RunsUsers(Role):
+    """A process with users of its own (worker, local run): samples their KV fill, hands over its recorder."""
+
+    def __init__(self, environment, hub: TelemetryHub) -> None:
+        super().__init__(environment, hub)
+        self._kv = _Loop(self.sample_kv_fill, 1.0)
 
     def sample_kv_fill(self) -> None:
         inflight = getattr(self.environment, "llm_inflight", None)
         if inflight is None:
             return
         board = getattr(self.environment, "llm_stage_board", None)
-        self.hub.recorder.record_kv_fill(board.current.name if board else "main", inflight.snapshot())
+        self.merger.recorder.record_kv_fill(board.current.name if board else "main", inflight.snapshot())
 
-    def on_test_start(self, environment=None, **_kw) -> None:
-        self.hub.configure(self.environment.parsed_options)
-        self.hub.recorder.reset()
-        if self.is_worker:
-            self._kv.start()
-            return
-        self.hub.start_run()
-        self._finalized = False
-        self._start_scraper()
-        self._discover_model()
-        if self.is_master:
-            self.watch = WorkerWatch(self.environment, self.hub)
-            self.watch.start()
-        else:
-            self._kv.start()
-            self._pump.start()
-
-    def on_test_stop(self, environment=None, **_kw) -> None:
-        self._kv.stop()
-        if self.is_local or (not self.is_worker and not self.is_master):
-            self._pump.stop()
-            self.pump_local()
-        if not self.is_worker:
-            self.hub.end_run()
-
-    # ---- worker ---------------------------------------------------------------------------------------
-    def on_report_to_master(self, client_id=None, data=None, **_kw) -> None:
-        if data is not None:
-            data[REPORT_KEY] = self._take()
-
-    def _take(self) -> dict:
+    def take(self) -> dict:
         """The recorder's state plus the model this process's users send (resolved from /v1/models or --model)."""
-        state = self.hub.recorder.take()
+        state = self.merger.recorder.take()
         model = getattr(getattr(self.environment, "llm_users", None), "model", None)
         if model:
             state["model"] = str(model)
         return state
 
-    # ---- master / local --------------------------------------------------------------------------------
-    def on_worker_report(self, client_id=None, data=None, **_kw) -> None:
-        state = (data or {}).get(REPORT_KEY)
-        if state is None:
-            return
-        try:
-            self.hub.absorb(str(client_id), state)
-        except Exception as e:  # a malformed report is dropped with a line, the run goes on
-            log.error(f"dropped an LLM report from worker {client_id}: {type(e).__name__}: {e}")
+    def close(self) -> None:
+        super().close()
+        self._kv.stop()
 
-    def pump_local(self) -> None:
-        self.hub.absorb(LOCAL_ID, self._take())
+
+class WorkerRole(_RunsUsers):
+    """Records and ships; the master merges and summarizes."""
+
+    def register(self) -> Role:
+        super().register()
+        self._on(self.environment.events.report_to_master, self.on_report_to_master)
+        return self
+
+    def on_test_start(self, environment=None, **_kw) -> None:
+        super().on_test_start()
+        self._kv.start()
+
+    def on_test_stop(self, environment=None, **_kw) -> None:
+        self._kv.stop()
+
+    def on_report_to_master(self, client_id=None, data=None, **_kw) -> None:
+        if data is not None:
+            data[REPORT_KEY] = self.take()
+
+
+class SummarizingRole(Role):
+    """Master or local run: owns the merge, the exporter, the scraper, and the summary at quit."""
+
+    def __init__(self, environment, hub: TelemetryHub) -> None:
+        super().__init__(environment, hub)
+        self.exporter: Exporter | None = None
+        self._finalized = False
+
+    def register(self) -> Role:
+        super().register()
+        self._on(self.environment.events.quitting, self.on_quitting)
+        options = self.environment.parsed_options
+        port = getattr(options, "prometheus_port", 0) if options is not None else 0
+        if port:
+            self.exporter = Exporter(self.hub.view, getattr(options, "prometheus_host", PROMETHEUS_HOST_DEFAULT), port)
+            if not self.exporter.start():
+                self.exporter = None
+        return self
+
+    def close(self) -> None:
+        super().close()
+        if self.merger.scraper:
+            self.merger.scraper.stop(final_scrape=False)
+        if self.exporter:
+            self.exporter.stop()
+
+    def on_test_start(self, environment=None, **_kw) -> None:
+        super().on_test_start()
+        self.merger.start_run()
+        self._finalized = False
+        self._start_scraper()
+        self._discover_model()
+
+    def on_test_stop(self, environment=None, **_kw) -> None:
+        self.merger.end_run()
 
     def _start_scraper(self) -> None:
-        if self.hub.scraper is not None:
-            self.hub.scraper.stop(final_scrape=False)
-            self.hub.scraper = None
+        if self.merger.scraper is not None:
+            self.merger.scraper.stop(final_scrape=False)
+            self.merger.scraper = None
         options = self.environment.parsed_options
         url = metrics_url(getattr(options, "server_metrics_url", None), self.environment.host)
         if url is None:
             return
-        self.hub.scraper = ServerScraper(url, float(getattr(options, "server_metrics_interval", 2.0) or 2.0))
-        self.hub.scraper.start(self.hub.t0_wall)
+        interval = float(getattr(options, "server_metrics_interval", None) or SERVER_METRICS_INTERVAL_DEFAULT)
+        self.merger.scraper = ServerScraper(url, interval)
+        self.merger.scraper.start(self.merger.t0_wall)
 
     def _discover_model(self) -> None:
-        if self.hub.model or not self.environment.host:
+        if self.merger.model or not self.environment.host:
             return
         url = self.environment.host.rstrip("/").removesuffix("/v1") + "/v1/models"
 
@@ -224,38 +215,31 @@ class TelemetryPlugin:
             try:
                 with urllib.request.urlopen(url, timeout=3) as r:
                     data = json.loads(r.read())
-                self.hub.model = self.hub.model or str(data["data"][0]["id"])
+                self.merger.model = self.merger.model or str(data["data"][0]["id"])
             except Exception:  # the model name is a label only; the users report a wrong host loudly
                 pass
 
         gevent.spawn(fetch)
 
+    def collect_last(self) -> None:
+        """At quit, before the summary: bring in the results still on their way."""
+
     def on_quitting(self, environment=None, **_kw) -> None:
-        if self.is_worker or self._finalized:
+        if self._finalized:
             return
         self._finalized = True
-        if self.is_master:
-            drain_final_reports(self.environment)
-            if self.watch:
-                self.watch.check()
-                self.watch.stop()
-        else:
-            self._pump.stop()
-            self.pump_local()
-        self._kv.stop()
-        if self.hub.scraper:
-            self.hub.scraper.stop(final_scrape=True)
-        self.hub.end_run()
+        self.collect_last()
+        if self.merger.scraper:
+            self.merger.scraper.stop(final_scrape=True)
+        self.merger.end_run()
         self.finalize()
         if self.exporter:
             self.exporter.stop()
 
     def finalize(self) -> dict:
         """Summary, SLO gate, console table and file sinks, then the ``on_summary`` sinks."""
-        hub = self.hub
-        hub.model = hub.sent_model() or hub.model or getattr(self.environment, "llm_model", None) or ""
-        summary = hub.summary()
-        hub.final_summary = summary
+        summary = self.hub.summary()
+        self.merger.final_summary = summary
         for line in failure_lines(summary["slo"]["checks"]):
             log.error(line)
         if not summary["slo"]["passed"]:
@@ -265,27 +249,96 @@ class TelemetryPlugin:
         print(console_table(summary), flush=True)
         options = self.environment.parsed_options
         if getattr(options, "llm_summary_json", None):
-            self._sink("summary JSON", lambda: write_json(summary, options.llm_summary_json))
+            deliver_to("summary JSON", lambda: write_json(summary, options.llm_summary_json))
         if getattr(options, "llm_csv", None):
-            self._sink("CSV", lambda: write_csv(summary, options.llm_csv))
-        for fn in hub.sinks:
-            self._sink(getattr(fn, "__qualname__", repr(fn)), lambda fn=fn: fn(summary))
+            deliver_to("CSV", lambda: write_csv(summary, options.llm_csv))
+        self.hub.hooks.deliver(summary)
         return summary
 
-    @staticmethod
-    def _sink(name: str, fn) -> None:
+
+class MasterRole(SummarizingRole):
+    """Merges the workers' reports; warns about dead workers; waits for the last reports at quit."""
+
+    def __init__(self, environment, hub: TelemetryHub) -> None:
+        super().__init__(environment, hub)
+        self.watch: WorkerWatch | None = None
+
+    def register(self) -> Role:
+        super().register()
+        self._on(self.environment.events.worker_report, self.on_worker_report)
+        return self
+
+    def close(self) -> None:
+        super().close()
+        if self.watch:
+            self.watch.stop()
+
+    def on_test_start(self, environment=None, **_kw) -> None:
+        super().on_test_start()
+        if self.watch:
+            self.watch.stop()
+        self.watch = WorkerWatch(self.environment, self.merger)
+        self.watch.start()
+
+    def on_worker_report(self, client_id=None, data=None, **_kw) -> None:
+        state = (data or {}).get(REPORT_KEY)
+        if state is None:
+            return
         try:
-            fn()
-        except Exception as e:  # one failing sink must not stop the others
-            log.error(f"LLM {name} sink failed: {type(e).__name__}: {e}")
+            self.merger.absorb(str(client_id), state)
+        except Exception as e:  # a malformed report is dropped with a line, the run goes on
+            log.error(f"dropped an LLM report from worker {client_id}: {type(e).__name__}: {e}")
+
+    def collect_last(self) -> None:
+        drain_final_reports(self.environment)
+        if self.watch:
+            self.watch.check()
+            self.watch.stop()
 
 
-def install(environment) -> TelemetryHub:
-    """Create ``environment.llm_telemetry`` and register the listeners of this process."""
+class LocalRole(SummarizingRole, _RunsUsers):
+    """One process: records its users and pumps its recorder into the merge every second."""
+
+    def __init__(self, environment, hub: TelemetryHub) -> None:
+        super().__init__(environment, hub)
+        self._pump = _Loop(self.pump_local, 1.0)
+
+    def close(self) -> None:
+        super().close()
+        self._pump.stop()
+
+    def on_test_start(self, environment=None, **_kw) -> None:
+        super().on_test_start()
+        self._kv.start()
+        self._pump.start()
+
+    def on_test_stop(self, environment=None, **_kw) -> None:
+        self._kv.stop()
+        self._pump.stop()
+        self.pump_local()
+        super().on_test_stop()
+
+    def pump_local(self) -> None:
+        self.merger.absorb(LOCAL_ID, self.take())
+
+    def collect_last(self) -> None:
+        self._pump.stop()
+        self.pump_local()
+        self._kv.stop()
+
+
+def role_for(runner) -> type[Role]:
+    """The role of a process, from its Locust runner (no runner or a local one: a local run)."""
+    if isinstance(runner, WorkerRunner):
+        return WorkerRole
+    if isinstance(runner, MasterRunner):
+        return MasterRole
+    return LocalRole
+
+
+def install(environment) -> Role:
+    """Create ``environment.llm_telemetry`` and register this process's role; returns the role."""
     hub = TelemetryHub(environment)
+    hub.hooks.add_section("versions", versions_section)
     environment.llm_telemetry = hub
-    hub.add_section("versions", versions_section)
-    plugin = TelemetryPlugin(environment, hub)
-    plugin.register()
-    hub.plugin = plugin
-    return hub
+    return role_for(environment.runner)(environment, hub).register()

@@ -1,25 +1,24 @@
-"""Builds the summary (DESIGN.md schema 1, plus ``timeseries`` and ``histograms``) from the hub's merged state.
+"""Builds the summary (DESIGN.md schema 1, plus ``timeseries`` and ``histograms``) from the view's merged state.
 
 Every number here comes from the merged recorder, the master's stage history and the scraped
 server series, so it is the same whatever the number of workers. Quantile objects are
 ``{"count", "mean", "p50", "p90", "p95", "p99", "max"}`` in milliseconds; an empty one has
 ``count`` 0 and ``None`` elsewhere.
 
-    summary = build_summary(hub)
+    summary = build_summary(merger.view(...), hooks)   # a RunView, and the sections to add (optional)
 """
 
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
 
 import numpy as np
 
+from telemetry.hooks import SummaryHooks
+from telemetry.metrics import having
 from telemetry.recorder import Cell, Recorder
 from telemetry.sketch import LogSketch
-
-if TYPE_CHECKING:
-    from telemetry.hub import TelemetryHub
+from telemetry.view import RunView
 
 SCHEMA = 1
 Q_FIELDS = (("p50", 0.5), ("p90", 0.9), ("p95", 0.95), ("p99", 0.99))
@@ -66,39 +65,19 @@ def _counter_delta(series: list[dict], field: str, start_s: float, end_s: float)
     return total
 
 
-def stage_spans(hub: TelemetryHub, duration_s: float) -> list[tuple[object, float, float]]:
-    """[(Stage, start_s, end_s)] from the master's stage board; one ``main`` stage without a shape."""
-    from shapes.stage import Stage
-
-    board = getattr(hub.environment, "llm_stage_board", None)
-    history = [(st, wall - hub.t0_wall) for st, wall, _perf in (board.history if board else [])]
-    history = [(st, max(0.0, t)) for st, t in history]
-    if not history:
-        names = sorted({k[1] for k in hub.merged.cells}) or ["main"]
-        return [(Stage(n), 0.0, duration_s) for n in names]
-    last_end = duration_s
-    if board is not None and board.closed_at is not None:  # the shape's own end, not the end of the stopping
-        last_end = min(duration_s, max(0.0, board.closed_at[0] - hub.t0_wall))
-    spans = []
-    for i, (st, start) in enumerate(history):
-        end = history[i + 1][1] if i + 1 < len(history) else last_end
-        spans.append((st, start, max(end, start)))
-    return spans
-
-
-def _stage_entry(hub: TelemetryHub, stage, start_s: float, end_s: float) -> dict:
-    cells = hub.merged.select(stage=stage.name)
+def _stage_entry(view: RunView, stage, start_s: float, end_s: float) -> dict:
+    cells = view.merged.select(stage=stage.name)
     total, _ok, _err = _counts(cells)
     out_tokens = sum(c.output_tokens for c in cells)
     prompt_tokens = sum(c.prompt_tokens for c in cells)
     prompts = sum(c.prompts for c in cells)
     span = end_s - start_s
-    kv = hub.merged.kv_fill.get(stage.name)
-    series = hub.server_series
+    kv = view.merged.kv_fill.get(stage.name)
+    series = view.server_series
     kv_usage = [
         s["kv_cache_usage"] for s in series if start_s <= s["t"] < end_s and s.get("kv_cache_usage") is not None
     ]
-    options = hub.options
+    options = view.options
     users = stage.users if stage.users is not None else getattr(options, "num_users", None)
     input_len = stage.input_len if stage.input_len is not None else getattr(options, "input_len", None)
     preempt = _counter_delta(series, "preemptions_total", start_s, end_s)
@@ -113,11 +92,7 @@ def _stage_entry(hub: TelemetryHub, stage, start_s: float, end_s: float) -> dict
         "requests": total,
         "output_per_s": out_tokens / span if span > 0 else None,
         "prompt_tokens_mean": prompt_tokens / prompts if prompts else None,
-        "client_queue_ms": q_ms(Recorder.merged_sketch(cells, "client_queue")),
-        "ttft_ms": q_ms(Recorder.merged_sketch(cells, "ttft")),
-        "itl_ms": q_ms(Recorder.merged_sketch(cells, "itl")),
-        "tpot_ms": q_ms(Recorder.merged_sketch(cells, "tpot")),
-        "e2e_ms": q_ms(Recorder.merged_sketch(cells, "e2e")),
+        **{m.summary_key: q_ms(Recorder.merged_sketch(cells, m.key)) for m in having("per_stage")},
         "client_kv_block_fill": kv.ratio_sum / kv.samples if kv and kv.samples else None,
         "server_kv_usage_mean": _mean(kv_usage),
         "server_kv_usage_max": max(kv_usage) if kv_usage else None,
@@ -125,8 +100,8 @@ def _stage_entry(hub: TelemetryHub, stage, start_s: float, end_s: float) -> dict
     }
 
 
-def _server_section(hub: TelemetryHub) -> dict:
-    series = hub.server_series
+def _server_section(view: RunView) -> dict:
+    series = view.server_series
     kv = [s["kv_cache_usage"] for s in series if s.get("kv_cache_usage") is not None]
     waiting = [s["requests_waiting"] for s in series if s.get("requests_waiting") is not None]
     end = series[-1]["t"] if series else 0.0
@@ -140,9 +115,9 @@ def _server_section(hub: TelemetryHub) -> dict:
         "kv_cache_usage": {"mean": _mean(kv), "max": max(kv) if kv else None},
         "requests_waiting_max": int(max(waiting)) if waiting else None,
         "preemptions": delta("preemptions_total"),
-        "metric_names": hub.scraper.metric_names if hub.scraper else "none",
-        "scrapes": hub.scraper.successes if hub.scraper else 0,
-        "scrape_failures": hub.scraper.failures if hub.scraper else 0,
+        "metric_names": view.scrape_metric_names,
+        "scrapes": view.scrapes,
+        "scrape_failures": view.scrape_failures,
         "requests_succeeded": delta("request_success_total"),
         "prompt_tokens": delta("prompt_tokens_total"),
         "generation_tokens": delta("generation_tokens_total"),
@@ -169,9 +144,9 @@ def _histograms(cells: list[Cell], metrics: tuple[str, ...], per_decade: int = 2
     return out
 
 
-def _timeseries(hub: TelemetryHub) -> dict:
+def _timeseries(view: RunView) -> dict:
     windows = []
-    for w in hub.windows(hub.attribution_window):
+    for w in view.windows(view.attribution_window):
         span = w.end_s - w.start_s
         windows.append({
             "start_s": w.start_s,
@@ -182,15 +157,15 @@ def _timeseries(hub: TelemetryHub) -> dict:
             "output_per_s": w.output_tokens / span if span > 0 else None,
             **{f"{m}_ms": q_ms(s) for m, s in w.sketches.items()},
         })  # fmt: skip
-    return {"window_s": hub.attribution_window, "client": windows, "server": hub.server_series}
+    return {"window_s": view.attribution_window, "client": windows, "server": view.server_series}
 
 
-def default_sections(hub: TelemetryHub) -> dict:
+def default_sections(view: RunView) -> dict:
     """What ``attribution``, ``saturation`` and ``versions`` hold when no provider filled them."""
     empty_q = q_ms(LogSketch())
     return {
         "attribution": {
-            "window_s": hub.attribution_window,
+            "window_s": view.attribution_window,
             "spikes": [],
             "batching_failure": {"verdict": False, "flagged_windows": []},
             "decomposition": {
@@ -203,37 +178,32 @@ def default_sections(hub: TelemetryHub) -> dict:
     }
 
 
-def stage_rows(hub: TelemetryHub) -> list[dict]:
-    return [_stage_entry(hub, st, a, b) for st, a, b in stage_spans(hub, hub.duration_s)]
-
-
-def build_summary(hub: TelemetryHub) -> dict:
-    duration = hub.duration_s
-    spans = stage_spans(hub, duration)
+def build_summary(view: RunView, hooks: SummaryHooks | None = None) -> dict:
+    """The summary of ``view``, then the ``hooks``' sections over it (each fills its own key)."""
+    duration = view.duration_s
+    spans = view.stage_spans()
     warmup = {st.name for st, _a, _b in spans if getattr(st, "warmup", False)}
-    cells = [c for k, c in hub.merged.cells.items() if k[1] not in warmup]
+    cells = [c for k, c in view.merged.cells.items() if k[1] not in warmup]
     total, ok, errors = _counts(cells)
-    sketches = {
-        m: Recorder.merged_sketch(cells, m) for m in ("ttft", "itl", "inter_chunk", "tpot", "e2e", "decode_span")
-    }
-    sources = hub.merged.token_sources
-    kv_total = sum(f.ratio_sum for f in hub.merged.kv_fill.values())
-    kv_n = sum(f.samples for f in hub.merged.kv_fill.values())
+    sketches = {m.key: Recorder.merged_sketch(cells, m.key) for m in having("top")}
+    sources = view.merged.token_sources
+    kv_total = sum(f.ratio_sum for f in view.merged.kv_fill.values())
+    kv_n = sum(f.samples for f in view.merged.kv_fill.values())
     error_rate = (total - ok) / total if total else 0.0
-    checks = hub.slos.evaluate(sketches, error_rate)
+    checks = view.slos.evaluate(sketches, error_rate)
     good = sum(c.good for c in cells)
     summary = {
         "schema": SCHEMA,
         "duration_s": duration,
-        "workers": hub.worker_count,
-        "model": hub.sent_model() or hub.model,
-        "host": hub.environment.host or "",
+        "workers": view.worker_count,
+        "model": view.model,
+        "host": view.host,
         "requests": {
             "total": total,
             "ok": ok,
             "failed": total - ok,
             "errors": errors,
-            "warmup": sum(c.requests for k, c in hub.merged.cells.items() if k[1] in warmup),
+            "warmup": sum(c.requests for k, c in view.merged.cells.items() if k[1] in warmup),
         },
         "tokens": {
             "prompt": sum(c.prompt_tokens for c in cells),
@@ -242,20 +212,20 @@ def build_summary(hub: TelemetryHub) -> dict:
             "source": "tokenizer" if sources.get("tokenizer", 0) > sources.get("usage", 0) else "usage",
             "source_counts": dict(sources),
             "prompt_mismatch_ratio": (
-                hub.merged.mismatch_abs / hub.merged.mismatch_server if hub.merged.mismatch_server else None
+                view.merged.mismatch_abs / view.merged.mismatch_server if view.merged.mismatch_server else None
             ),
         },  # fmt: skip
         **{f"{m}_ms": q_ms(s) for m, s in sketches.items()},
         "goodput_rps": good / duration if duration > 0 else None,
         "slo": {"passed": all(c["passed"] for c in checks), "checks": checks},
-        "stages": [_stage_entry(hub, st, a, b) for st, a, b in spans],
-        "server": _server_section(hub),
+        "stages": [_stage_entry(view, st, a, b) for st, a, b in spans],
+        "server": _server_section(view),
         "client_kv_block_fill": {"mean": kv_total / kv_n if kv_n else None},
-        "workers_lost": sorted(hub.lost_workers),
-        **default_sections(hub),
-        "timeseries": _timeseries(hub),
-        "histograms": _histograms(cells, ("ttft", "itl", "tpot", "e2e", "decode_span")),
+        "workers_lost": sorted(view.lost_workers),
+        **default_sections(view),
+        "timeseries": _timeseries(view),
+        "histograms": _histograms(cells, tuple(m.key for m in having("distribution"))),
     }
-    for name, fn in hub.sections.items():
-        summary[name] = hub.run_section(name, fn)
+    if hooks is not None:
+        hooks.fill(view, summary)
     return summary

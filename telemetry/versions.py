@@ -3,7 +3,8 @@
 The users route each request by its fingerprint (``--route-table``, :mod:`workload.routing`) and
 stamp ``GenerationResult.version``; telemetry records per (user class, stage, version). This adds
 ``summary["versions"]`` on the master: per route version its requests, share of traffic next to the
-share its bucket ranges promise, base URL, token counts and latency quantiles (ms), so one run compares
+share its bucket ranges promise, base URL, token counts and latency quantiles (ms; the ``versions`` metrics of
+:mod:`telemetry.metrics`), so one run compares
 two deployments side by side:
 
     "versions": {"v1": {"requests": 812, "ok": 812, "share": 0.79, "expected_share": 0.8,
@@ -12,29 +13,28 @@ two deployments side by side:
 
 from __future__ import annotations
 
+from telemetry.metrics import having
 from telemetry.recorder import Recorder
 from telemetry.summary import q_ms
+from telemetry.view import RunView
 from users.options import route_table_from
 
-METRICS = ("ttft", "itl", "tpot", "e2e", "decode_span")
 
-
-def versions_section(hub) -> dict:
+def versions_section(view: RunView, _summary: dict | None = None) -> dict:
     """``{version: {...}}`` from the merged recorder (warm-up stages left out, like the rest of the summary)."""
-    board = getattr(hub.environment, "llm_stage_board", None)
-    warmup = {st.name for st, _wall, _perf in (board.history if board else []) if getattr(st, "warmup", False)}
+    warmup = view.warmup_stages()
     try:
-        table = route_table_from(hub.options)
+        table = route_table_from(view.options)
     except ValueError:
         table = None
     expected = table.buckets().shares() if table else {}
     urls = {r.version: r.base_url for _lo, _hi, r in table.spans} if table else {}
     by_version: dict[str, list] = {}
-    for (_cls, stage, version), cell in hub.merged.cells.items():
+    for (_cls, stage, version), cell in view.merged.cells.items():
         if version is not None and stage not in warmup:
             by_version.setdefault(version, []).append(cell)
     total = sum(c.requests for cells in by_version.values() for c in cells)
-    duration = hub.duration_s
+    duration = view.duration_s
     out: dict[str, dict] = {}
     for version in sorted(by_version, key=lambda v: (list(urls).index(v) if v in urls else len(urls), v)):
         cells = by_version[version]
@@ -50,6 +50,6 @@ def versions_section(hub) -> dict:
             "prompt_tokens": sum(c.prompt_tokens for c in cells),
             "output_tokens": output,
             "output_per_s": output / duration if duration and duration > 0 else None,
-            **{f"{m}_ms": q_ms(Recorder.merged_sketch(cells, m)) for m in METRICS},
+            **{m.summary_key: q_ms(Recorder.merged_sketch(cells, m.key)) for m in having("versions")},
         }
     return out

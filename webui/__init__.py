@@ -1,5 +1,7 @@
-"""The "LLM" tab of Locust's web UI: live per-stage TTFT/ITL/TPOT quantiles, tokens/s and KV usage.
+"""Every web route of the project, on Locust's own web UI (webui imports telemetry and shapes, never the reverse).
 
-``webui.plugin.install(environment)`` registers it (called from locustfile.py's init listener);
-``webui.table`` turns the telemetry hub's ``live()`` dict into the tab's rows.
+- ``plugin``: ``install(environment)`` adds them all (called from deepseek_locust.py's init listener), and the
+  "LLM" tab: live per-stage TTFT/ITL/TPOT quantiles, tokens/s and KV usage (``/llm/live``, ``/llm/live.csv``).
+- ``table``: the tab's rows from telemetry's live figures (``environment.llm_telemetry.live()``).
+- ``metrics``: ``/llm/metrics``; ``report``: ``/llm/report``; ``shape_form``: the start form's ``--shape`` check.
 """

@@ -13,8 +13,10 @@ no report path...). An empty field of such an option is dropped from the form be
 the option stays "not given" exactly as on the command line.
 
 Only a process with a web UI (a local run or the master, not headless, not a worker) gets the tab.
+:func:`install` also adds the project's other web routes (``/llm/metrics``: webui/metrics.py, ``/llm/report``:
+webui/report.py, the start form's ``--shape`` check: webui/shape_form.py): every Flask route lives in webui/.
 
-    from webui.plugin import install    # in locustfile.py's init listener
+    from webui.plugin import install    # in the init listener (deepseek_locust.py)
     install(environment)
 """
 
@@ -30,6 +32,9 @@ from flask import Blueprint, Response, jsonify, request
 from locust.runners import STATE_RUNNING, STATE_SPAWNING
 from werkzeug.datastructures import ImmutableMultiDict
 
+from webui.metrics import install as install_metrics
+from webui.report import install as install_report
+from webui.shape_form import install as install_shape_form
 from webui.table import COLUMNS, STRUCTURE, TAB_KEY, llm_rows
 
 log = logging.getLogger(__name__)
@@ -141,8 +146,15 @@ class LLMTab:
 
 
 def install(environment) -> None:
-    """Add the LLM tab when this process serves the web UI; otherwise do nothing."""
+    """Every web route of the project, when this process serves the web UI; otherwise do nothing.
+
+    In this order: the start form's ``--shape`` check (it must read the form before empty fields are dropped),
+    ``/llm/metrics``, ``/llm/report``, then the LLM tab (``/llm/live``, ``/llm/live.csv``, the stats rows).
+    """
     web_ui = getattr(environment, "web_ui", None)
     if web_ui is None:
         return
+    install_shape_form(environment)
+    install_metrics(environment)
+    install_report(environment)
     LLMTab(environment).register(web_ui)

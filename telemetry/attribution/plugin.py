@@ -1,4 +1,4 @@
-"""Wires the attribution into the telemetry hub: the ``attribution`` summary section and console lines.
+"""Wires the attribution into telemetry's summary hooks: the ``attribution`` section and console lines.
 
     from telemetry.attribution.plugin import install
     install(environment)   # in an init listener, after telemetry's own install
@@ -10,31 +10,31 @@ import sys
 
 from telemetry.attribution.console import console_lines
 from telemetry.attribution.section import AttributionConfig, build
+from telemetry.hooks import SummaryHooks
+from telemetry.view import RunView
 
 
-class AttributionPlugin:
-    def __init__(self, environment) -> None:
-        self.environment = environment
-
-    def register(self, hub) -> None:
-        hub.add_section("attribution", self.section)
-        hub.on_summary(self.print_lines)
-
-    def section(self, hub) -> dict:
-        return build(hub, AttributionConfig.from_options(hub.options))
-
-    @staticmethod
-    def print_lines(summary: dict) -> None:
-        att = summary.get("attribution")
-        if att is not None:
-            sys.stdout.write("\n".join(console_lines(att)) + "\n")
-            sys.stdout.flush()
+def section(view: RunView, _summary: dict | None = None) -> dict:
+    """The ``attribution`` section of the run in ``view``, with the options' rules."""
+    return build(view, AttributionConfig.from_options(view.options))
 
 
-def install(environment) -> AttributionPlugin | None:
+def print_lines(summary: dict) -> None:
+    att = summary.get("attribution")
+    if att is not None:
+        sys.stdout.write("\n".join(console_lines(att)) + "\n")
+        sys.stdout.flush()
+
+
+def register(hooks: SummaryHooks) -> None:
+    hooks.add_section("attribution", section)
+    hooks.on_summary(print_lines)
+
+
+def install(environment) -> SummaryHooks | None:
+    """Add the section and the console lines to ``environment.llm_telemetry``'s hooks (None without telemetry)."""
     hub = getattr(environment, "llm_telemetry", None)
     if hub is None:
         return None
-    plugin = AttributionPlugin(environment)
-    plugin.register(hub)
-    return plugin
+    register(hub.hooks)
+    return hub.hooks

@@ -1,6 +1,6 @@
-"""The summary's ``attribution`` section, built from the hub at the end of a run.
+"""The summary's ``attribution`` section, built from the run's view at the end of a run.
 
-    hub.add_section("attribution", lambda hub: build(hub, AttributionConfig.from_options(hub.options)))
+    hooks.add_section("attribution", lambda view, _s: build(view, AttributionConfig.from_options(view.options)))
 
 Keys (DESIGN.md, plus extras): ``window_s``; ``spikes`` (see :mod:`~telemetry.attribution.spikes`);
 ``batching_failure`` (``verdict``, ``flagged_windows``, and ``baseline`` / ``failed_at_s`` / ``rule``);
@@ -16,14 +16,22 @@ from dataclasses import asdict, dataclass
 
 from telemetry.attribution.batching import BatchingRule, detect
 from telemetry.attribution.decompose import decompose
+from telemetry.attribution.options import (
+    BATCHING_P99_RISE_DEFAULT,
+    BATCHING_SIZE_RATIO_DEFAULT,
+    BATCHING_WINDOWS_DEFAULT,
+    SPIKE_FACTOR_DEFAULT,
+)
 from telemetry.attribution.source import client_windows, server_deltas, server_samples
 from telemetry.attribution.spikes import SpikeRule, find_spikes
 from telemetry.attribution.window import Window, align
+from telemetry.options import ATTRIBUTION_WINDOW_DEFAULT
+from telemetry.view import RunView
 
 
 @dataclass(frozen=True, slots=True)
 class AttributionConfig:
-    window_s: float = 10.0
+    window_s: float = ATTRIBUTION_WINDOW_DEFAULT
     batching: BatchingRule = BatchingRule()
     spikes: SpikeRule = SpikeRule()
 
@@ -36,13 +44,13 @@ class AttributionConfig:
             return default if v is None else v
 
         rule = BatchingRule(
-            p99_rise=float(opt("batching_p99_rise", 0.40)),
-            size_ratio=float(opt("batching_size_ratio", 0.35)),
-            consecutive=int(opt("batching_windows", 3)),
-            baseline_windows=int(opt("batching_windows", 3)),
+            p99_rise=float(opt("batching_p99_rise", BATCHING_P99_RISE_DEFAULT)),
+            size_ratio=float(opt("batching_size_ratio", BATCHING_SIZE_RATIO_DEFAULT)),
+            consecutive=int(opt("batching_windows", BATCHING_WINDOWS_DEFAULT)),
+            baseline_windows=int(opt("batching_windows", BATCHING_WINDOWS_DEFAULT)),
         )
-        spikes = SpikeRule(factor=float(opt("spike_factor", 2.0)), size_ratio=rule.size_ratio)
-        return cls(window_s=float(opt("attribution_window", 10.0)), batching=rule, spikes=spikes)
+        spikes = SpikeRule(factor=float(opt("spike_factor", SPIKE_FACTOR_DEFAULT)), size_ratio=rule.size_ratio)
+        return cls(window_s=float(opt("attribution_window", ATTRIBUTION_WINDOW_DEFAULT)), batching=rule, spikes=spikes)
 
 
 def window_rows(windows: list[Window], flagged: set[int]) -> list[dict]:
@@ -69,19 +77,17 @@ def _client_q(cells, metric: str) -> dict:
     return q_ms(Recorder.merged_sketch(cells, metric))
 
 
-def decomposition(hub, samples) -> dict:
+def decomposition(view: RunView, samples) -> dict:
     """Whole run and per stage. The whole run keeps warm-up stages on the client side too (unlike the
     summary's headline figures): the server's histograms cover the same span, warm-up included."""
-    from telemetry.summary import stage_spans
-
-    spans = stage_spans(hub, hub.duration_s)
-    cells = list(hub.merged.cells.values())
+    spans = view.stage_spans()
+    cells = list(view.merged.cells.values())
     whole = decompose(_client_q(cells, "ttft"), _client_q(cells, "itl"),
                       server_deltas(samples, -math.inf, math.inf))
     stages = []
     for i, (st, start, end) in enumerate(spans):
         last = i == len(spans) - 1
-        st_cells = hub.merged.select(stage=st.name)
+        st_cells = view.merged.select(stage=st.name)
         d = decompose(_client_q(st_cells, "ttft"), _client_q(st_cells, "itl"),
                       server_deltas(samples, start, math.inf if last else end))
         stages.append({"name": st.name, "warmup": bool(getattr(st, "warmup", False)), "start_s": start, "end_s": end,
@@ -90,17 +96,17 @@ def decomposition(hub, samples) -> dict:
     return whole
 
 
-def build(hub, config: AttributionConfig) -> dict:
-    samples = server_samples(hub.server_series)
-    windows = align(client_windows(hub, config.window_s), samples)
+def build(view: RunView, config: AttributionConfig) -> dict:
+    samples = server_samples(view.server_series)
+    windows = align(client_windows(view, config.window_s), samples)
     batching = detect(windows, config.batching)
     batching["rule"] = asdict(config.batching)
-    spikes = find_spikes(windows, config.spikes, wall_start=hub.t0_wall)
+    spikes = find_spikes(windows, config.spikes, wall_start=view.t0_wall)
     return {
         "window_s": config.window_s,
         "spike_factor": config.spikes.factor,
         "spikes": spikes,
         "batching_failure": batching,
-        "decomposition": decomposition(hub, samples),
+        "decomposition": decomposition(view, samples),
         "windows": window_rows(windows, set(batching["flagged_windows"])),
     }

@@ -1,11 +1,11 @@
-"""Reads the telemetry hub into the attribution's inputs: client windows and server samples.
+"""Reads the run's view into the attribution's inputs: client windows and server samples.
 
-The hub (``environment.llm_telemetry``) keeps merged client sketches in wall-clock slots and the
+The view (:class:`telemetry.view.RunView`) has the merged client sketches in wall-clock slots and the
 scraper's server samples (``t`` = seconds since the run start, gauges, counters, and cumulative
 histogram buckets under ``hist``). This module is the only place that knows those shapes.
 
-    client = client_windows(hub, 10.0)
-    server = server_samples(hub.server_series)
+    client = client_windows(view, 10.0)
+    server = server_samples(view.server_series)
 """
 
 from __future__ import annotations
@@ -23,10 +23,10 @@ def _ms(sketch, q: float) -> float | None:
     return None if v is None else v * 1000.0
 
 
-def client_windows(hub, seconds: float) -> list[ClientWindow]:
-    """The hub's merged client windows as :class:`ClientWindow` rows (TTFT/ITL p50 and p99 in ms)."""
+def client_windows(view, seconds: float) -> list[ClientWindow]:
+    """The view's merged client windows as :class:`ClientWindow` rows (TTFT/ITL p50 and p99 in ms)."""
     out = []
-    for w in hub.windows(seconds):
+    for w in view.windows(seconds):
         ttft, itl = w.sketches.get("ttft"), w.sketches.get("itl")
         out.append(
             ClientWindow(

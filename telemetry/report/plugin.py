@@ -1,8 +1,7 @@
-"""Writes the HTML report at the end of a run (``--llm-report PATH``) and serves it at ``/llm/report``.
+"""Writes the HTML report at the end of a run (``--llm-report PATH``).
 
-The file is written by a sink on the telemetry hub (``on_summary``: the master, or a local run, with
-the final merged summary). The web UI route renders the hub's final summary when the run has ended,
-else a live one, so the report can be read while a test runs.
+The file is written by a sink on telemetry's summary hooks (``on_summary``: the master, or a local run,
+with the final merged summary). The web UI serves the same report at ``/llm/report`` (webui/report.py).
 
     from telemetry.report.plugin import install
     install(environment)   # in an init listener, after telemetry's own install
@@ -14,13 +13,9 @@ import logging
 import os
 from pathlib import Path
 
-from flask import Blueprint, Response
-
 from telemetry.report.render import render
 
 log = logging.getLogger(__name__)
-
-ROUTE = "/llm/report"
 
 
 def write_report(summary: dict, path: str) -> None:
@@ -32,15 +27,13 @@ def write_report(summary: dict, path: str) -> None:
     os.replace(tmp, target)
 
 
-class ReportPlugin:
+class ReportSink:
+    """The ``on_summary`` sink: writes ``--llm-report`` (read from the options when the summary arrives)."""
+
     def __init__(self, environment) -> None:
         self.environment = environment
 
-    @property
-    def hub(self):
-        return getattr(self.environment, "llm_telemetry", None)
-
-    def on_summary(self, summary: dict) -> None:
+    def __call__(self, summary: dict) -> None:
         path = getattr(self.environment.parsed_options, "llm_report", None)
         if not path:
             return
@@ -51,34 +44,11 @@ class ReportPlugin:
             return
         log.info(f"LLM report written to {path}")
 
-    def page(self) -> Response:
-        hub = self.hub
-        if hub is None:
-            return Response("no LLM telemetry in this process", status=404, mimetype="text/plain")
-        try:
-            summary = hub.final_summary if getattr(hub, "final_summary", None) else hub.summary()
-            return Response(render(summary), mimetype="text/html")
-        except Exception as e:  # say what broke instead of Flask's bare 500 page
-            log.exception("/llm/report failed")
-            return Response(f"the LLM report could not be built: {type(e).__name__}: {e}", status=500,
-                            mimetype="text/plain")
 
-    def register_web(self, web_ui) -> None:
-        bp = Blueprint("llm_report", __name__)
-        view = self.page
-        if hasattr(web_ui, "auth_required_if_enabled"):
-            view = web_ui.auth_required_if_enabled(view)
-        bp.add_url_rule(ROUTE, "report", view)
-        web_ui.app.register_blueprint(bp)
-
-
-def install(environment) -> ReportPlugin | None:
+def install(environment) -> ReportSink | None:
     hub = getattr(environment, "llm_telemetry", None)
     if hub is None:
         return None
-    plugin = ReportPlugin(environment)
-    hub.on_summary(plugin.on_summary)
-    web_ui = getattr(environment, "web_ui", None)
-    if web_ui is not None:
-        plugin.register_web(web_ui)
-    return plugin
+    sink = ReportSink(environment)
+    hub.hooks.on_summary(sink)
+    return sink

@@ -18,6 +18,7 @@ from shapes.registry import SHAPES, Shape, implied_shapes, register, shape_names
 from shapes.stage import Stage
 from shapes.sweep import ConcurrencySweepShape, SweepShape
 from tests.shapes.test_propagation import _Idle, _options
+from webui.shape_form import install as install_shape_form
 
 
 def toy_plan(options) -> list[Step]:
@@ -88,6 +89,7 @@ def test_web_ui_form_picks_the_toy_shape_with_its_field(toy, monkeypatch):
     env.create_local_runner()
     env.create_web_ui("127.0.0.1", 0, delayed_start=True)
     install(env)
+    install_shape_form(env)  # the form's check is a web route (webui/shape_form.py)
     client = env.web_ui.app.test_client()
     base = {"user_count": "1", "spawn_rate": "1", "host": "http://127.0.0.1:1"}
     r = client.post("/swarm", data={**base, "shape": "toy-sweep", "toy_level": "zero"}).get_json()

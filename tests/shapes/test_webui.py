@@ -11,6 +11,7 @@ from locust.env import Environment
 from shapes.plugin import install
 from shapes.sweep import LengthSweepShape
 from tests.shapes.test_propagation import _Idle, _options
+from webui.shape_form import install as install_shape_form
 
 
 @pytest.fixture
@@ -20,6 +21,7 @@ def env(monkeypatch):
     environment.create_local_runner()
     environment.create_web_ui("127.0.0.1", 0, delayed_start=True)
     install(environment)
+    install_shape_form(environment)  # the form's check is a web route: webui/ adds it over shapes' set_shape
     yield environment
     environment.runner.quit()
 

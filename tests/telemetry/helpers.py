@@ -1,4 +1,4 @@
-"""Test helpers: a fresh Environment with the telemetry hub installed (no network, no Locust process)."""
+"""Test helpers: a fresh Environment with telemetry installed (no network, no Locust process)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from locust.env import Environment
 
 from shapes.stage import StageBoard
 from telemetry.hub import TelemetryHub
-from telemetry.plugin import install
+from telemetry.plugin import LocalRole, install
 
 
 class _Nobody(User):
@@ -25,13 +25,15 @@ def options(**overrides) -> argparse.Namespace:
     return argparse.Namespace(**base)
 
 
-def local_env(board: bool = True, **opts) -> tuple[Environment, TelemetryHub]:
+def local_env(board: bool = True, **opts) -> tuple[Environment, TelemetryHub, LocalRole]:
+    """A local run: the environment, its ``llm_telemetry`` hub, and the role ``install`` chose (to drive it)."""
     env = Environment(user_classes=[_Nobody], parsed_options=options(**opts), host="http://127.0.0.1:9")
     env.create_local_runner()
     if board:
         env.llm_stage_board = StageBoard()
-    hub = install(env)
-    return env, hub
+    role = install(env)
+    assert isinstance(role, LocalRole) and env.llm_telemetry is role.hub
+    return env, role.hub, role
 
 
 def fire(env: Environment, result) -> None:

@@ -15,19 +15,19 @@ from tests.telemetry.synthetic import make_result
 
 @pytest.fixture
 def hub():
-    env, hub = local_env()
-    hub.plugin.on_test_start()
+    env, hub, role = local_env()
+    role.on_test_start()
     for i in range(50):
         fire(env, make_result(ttft=0.051 + 0.002 * i, itl=0.004, tokens=10, stage="s1"))
     fire(env, make_result(ok=False, error_kind="http_5xx", stage="s1"))
     fire(env, make_result(ttft=3.0, itl=0.02, tokens=5, stage="s2", user_class="Batch"))
-    hub.plugin.pump_local()
+    role.pump_local()
     yield hub
-    hub.plugin.close()
+    role.close()
 
 
 def test_histograms_counters_and_quantiles(hub):
-    reg = Exporter(hub, port=0).registry
+    reg = Exporter(hub.view, port=0).registry
     s1 = {"user_class": "SynthUser", "stage": "s1"}
     assert reg.get_sample_value("llm_time_to_first_token_seconds_count", s1) == 50
     assert reg.get_sample_value("llm_time_to_first_token_seconds_bucket", {**s1, "le": "0.1"}) == 25
@@ -52,26 +52,27 @@ def test_histograms_counters_and_quantiles(hub):
 
 
 def test_server_gauges_are_relayed_from_the_latest_scrape(hub):
-    reg = Exporter(hub, port=0).registry
+    reg = Exporter(hub.view, port=0).registry
     assert reg.get_sample_value("llm_server_kv_cache_usage_ratio") is None  # nothing scraped: nothing invented
 
     class FakeScraper:
         latest = {"kv_cache_usage": 0.75, "requests_running": 6.0, "requests_waiting": 2.0, "preemptions_total": 9.0}
         series = [latest]
         metric_names = "vllm-v1"
+        successes, failures = 1, 0
 
-    hub.scraper = FakeScraper()
+    hub.merger.scraper = FakeScraper()
     assert reg.get_sample_value("llm_server_kv_cache_usage_ratio") == 0.75
     assert reg.get_sample_value("llm_server_requests_running") == 6
     assert reg.get_sample_value("llm_server_requests_waiting") == 2
     assert reg.get_sample_value("llm_server_preemptions_total") == 9
-    hub.scraper = None
+    hub.merger.scraper = None
 
 
 def test_client_kv_block_fill_from_latest_snapshots(hub):
-    hub.absorb("w1", {**_empty(), "kv_last": [10, 16]})
-    hub.absorb("w2", {**_empty(), "kv_last": [40, 48]})
-    reg = Exporter(hub, port=0).registry
+    hub.merger.absorb("w1", {**_empty(), "kv_last": [10, 16]})
+    hub.merger.absorb("w2", {**_empty(), "kv_last": [40, 48]})
+    reg = Exporter(hub.view, port=0).registry
     assert reg.get_sample_value("llm_client_kv_block_fill_ratio") == pytest.approx(50 / 64)
 
 
@@ -81,7 +82,7 @@ def _empty() -> dict:
 
 
 def test_http_server_busy_port_and_double_stop(hub, caplog):
-    ex = Exporter(hub, port=0)
+    ex = Exporter(hub.view, port=0)
     assert ex.start() and ex.port > 0
     with urllib.request.urlopen(f"http://127.0.0.1:{ex.port}/metrics", timeout=5) as r:
         body = r.read().decode()
@@ -89,7 +90,7 @@ def test_http_server_busy_port_and_double_stop(hub, caplog):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         s.listen()
-        busy = Exporter(hub, port=s.getsockname()[1])
+        busy = Exporter(hub.view, port=s.getsockname()[1])
         with caplog.at_level(logging.ERROR):
             assert busy.start() is False
     errors = [r for r in caplog.records if r.levelno >= logging.ERROR]
@@ -108,6 +109,7 @@ def test_web_ui_serves_the_same_text_at_llm_metrics(monkeypatch):
     from telemetry.plugin import install
     from tests.support import free_port
     from tests.telemetry.helpers import options
+    from webui.metrics import install as install_metrics
 
     class Nobody(User):
         abstract = True
@@ -118,29 +120,30 @@ def test_web_ui_serves_the_same_text_at_llm_metrics(monkeypatch):
     monkeypatch.setattr(sys, "argv", ["locust"])  # the web UI parses the command line for its form
     web_ui = env.create_web_ui("127.0.0.1", port)
     env.parsed_options = options()
-    hub = install(env)
-    hub.plugin.on_test_start()
+    role = install(env)
+    assert install_metrics(env)  # the route lives in webui/, over the same collector
+    role.on_test_start()
     fire(env, make_result(ttft=0.2))
-    hub.plugin.pump_local()
+    role.pump_local()
     try:
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/llm/metrics", timeout=5) as r:
             body = r.read().decode()
             ctype = r.headers["Content-Type"]
     finally:
         web_ui.stop()
-        hub.plugin.close()
+        role.close()
     assert ctype.startswith("text/plain")
     assert 'llm_time_to_first_token_seconds_count{stage="main",user_class="SynthUser"} 1.0' in body
     assert 'llm_latency_quantile_seconds{metric="ttft",quantile="0.5"}' in body
 
 
 def test_route_table_runs_label_histograms_and_counters_by_version():
-    env, hub = local_env(route_table="v1=http://127.0.0.1:9@0-79,beta=http://127.0.0.1:10@80-99")
-    hub.plugin.on_test_start()
+    env, hub, role = local_env(route_table="v1=http://127.0.0.1:9@0-79,beta=http://127.0.0.1:10@80-99")
+    role.on_test_start()
     for i in range(30):
         fire(env, make_result(ttft=0.05, tokens=4, stage="s1", version="v1" if i % 3 else "beta"))
-    hub.plugin.pump_local()
-    reg = Exporter(hub, port=0).registry
+    role.pump_local()
+    reg = Exporter(hub.view, port=0).registry
     v1, beta = ({"user_class": "SynthUser", "stage": "s1", "version": v} for v in ("v1", "beta"))
     for name in ("llm_time_to_first_token_seconds_count", "llm_time_per_output_token_seconds_count",
                  "llm_request_duration_seconds_count", "llm_decode_span_seconds_count"):  # fmt: skip
@@ -150,11 +153,11 @@ def test_route_table_runs_label_histograms_and_counters_by_version():
     assert reg.get_sample_value("llm_output_tokens_total", v1) == 80
     assert reg.get_sample_value("llm_prompt_tokens_total", beta) == 1000
     assert reg.get_sample_value("llm_output_tokens_total", {"user_class": "SynthUser", "stage": "s1"}) is None
-    hub.plugin.close()
+    role.close()
 
 
 def test_without_a_route_table_the_label_set_is_design_mds(hub):
-    reg = Exporter(hub, port=0).registry
+    reg = Exporter(hub.view, port=0).registry
     for fam in reg.collect():
         if fam.name.startswith(("llm_time", "llm_inter", "llm_request", "llm_decode", "llm_prompt", "llm_output")):
             for sample in fam.samples:

@@ -21,7 +21,7 @@ def test_preset_seed_and_explicit_override():
     assert not SloSet.from_options(options())
     web_form = SloSet.from_options(options(slo_ttft_p99_ms="650", slo_itl_p95_ms=""))  # strings from the web UI
     assert web_form.thresholds == {"ttft_p99_ms": 650.0}
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match=r"unknown SLO names \['nonsense'\]"):
         SloSet({"nonsense": 1.0})
 
 
@@ -53,13 +53,13 @@ def test_no_data_fails_the_check():
 
 
 def _run(threshold_ms: float, caplog) -> tuple[object, dict]:
-    env, hub = local_env(slo_ttft_p99_ms=threshold_ms)
-    hub.plugin.on_test_start()
+    env, hub, role = local_env(slo_ttft_p99_ms=threshold_ms)
+    role.on_test_start()
     for i in range(100):
         fire(env, make_result(ttft=0.1 + 0.001 * i))  # p99 ~ 199 ms
     with caplog.at_level(logging.ERROR):
-        hub.plugin.on_quitting()
-    hub.plugin.close()
+        role.on_quitting()
+    role.close()
     return env, hub.final_summary
 
 

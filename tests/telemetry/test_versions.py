@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import argparse
-from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
 from telemetry.recorder import Recorder
+from telemetry.slo import SloSet
 from telemetry.versions import versions_section
+from telemetry.view import RunView
 from users.result import GenerationResult
 
 
@@ -24,10 +25,10 @@ def _result(version: str | None, ttft: float, ok: bool = True) -> GenerationResu
     )  # fmt: skip
 
 
-def _hub(rec: Recorder, route_table: str | None) -> SimpleNamespace:
-    env = SimpleNamespace(llm_stage_board=None)
-    return SimpleNamespace(environment=env, merged=rec, options=argparse.Namespace(route_table=route_table),
-                           duration_s=10.0)
+def _hub(rec: Recorder, route_table: str | None) -> RunView:
+    """A run view built by hand: no Environment, no merger."""
+    return RunView(merged=rec, slos=SloSet(), options=argparse.Namespace(route_table=route_table), host="",
+                   model="", t0_wall=0.0, duration_s=10.0, attribution_window=10.0)  # fmt: skip
 
 
 def test_versions_section_counts_shares_and_latency():

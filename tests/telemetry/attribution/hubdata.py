@@ -1,4 +1,4 @@
-"""A real TelemetryHub filled with synthetic results and scraped server samples, window by window."""
+"""A real Merger filled with synthetic results and scraped server samples, window by window; its view, its hub."""
 
 from __future__ import annotations
 
@@ -9,7 +9,9 @@ import numpy as np
 from locust.env import Environment
 
 from telemetry.hub import TelemetryHub
+from telemetry.merger import Merger
 from telemetry.scraper import ServerScraper
+from telemetry.view import RunView
 from users.result import GenerationResult
 
 LE = [0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, math.inf]
@@ -47,10 +49,11 @@ class _Cum:
                 for name, c in self.cum.items()}
 
 
-def hub_from(specs: list[Spec], window_s: float = 10.0, scrape_s: float = 2.0) -> TelemetryHub:
-    hub = TelemetryHub(Environment())
-    rec = hub.merged
-    t0_perf = hub.t0_wall - rec._wall_offset  # perf_counter value at the run start
+def merger_from(specs: list[Spec], window_s: float = 10.0, scrape_s: float = 2.0) -> Merger:
+    """No Locust environment: the merged store, the scraper's series and the run's clock only."""
+    merger = Merger()
+    rec = merger.merged
+    t0_perf = merger.t0_wall - rec._wall_offset  # perf_counter value at the run start
     cum, preempt = _Cum(), 0
     series = []
     for k, sp in enumerate(specs):
@@ -72,7 +75,16 @@ def hub_from(specs: list[Spec], window_s: float = 10.0, scrape_s: float = 2.0) -
             series.append({"t": start + (s + 0.5) * scrape_s, "requests_running": sp.running,
                            "requests_waiting": sp.waiting, "kv_cache_usage": sp.kv, "preemptions_total": preempt,
                            "hist": cum.snapshot()})  # fmt: skip
-    hub.scraper = ServerScraper("http://127.0.0.1:9/metrics", scrape_s)
-    hub.scraper.series = series
-    hub.t_end_wall = hub.t0_wall + len(specs) * window_s
-    return hub
+    merger.scraper = ServerScraper("http://127.0.0.1:9/metrics", scrape_s)
+    merger.scraper.series = series
+    merger.t_end_wall = merger.t0_wall + len(specs) * window_s
+    return merger
+
+
+def view_from(specs: list[Spec], window_s: float = 10.0, scrape_s: float = 2.0) -> RunView:
+    return merger_from(specs, window_s, scrape_s).view()
+
+
+def hub_from(specs: list[Spec], window_s: float = 10.0, scrape_s: float = 2.0) -> TelemetryHub:
+    """The same state behind ``environment.llm_telemetry`` of a bare Environment (``hub.environment``)."""
+    return TelemetryHub(Environment(), merger_from(specs, window_s, scrape_s))

@@ -1,4 +1,4 @@
-"""The report from a real hub summary: written by the on_summary sink, served at /llm/report."""
+"""The report from a real hub summary: written by the on_summary sink, served at /llm/report (webui/report.py)."""
 
 from __future__ import annotations
 
@@ -6,8 +6,10 @@ import argparse
 import re
 
 from telemetry.attribution.plugin import install as install_attribution
-from telemetry.report.plugin import ROUTE, install
+from telemetry.report.plugin import install
 from tests.telemetry.attribution.hubdata import Spec, hub_from
+from webui.report import ROUTE
+from webui.report import install as install_route
 
 
 def _hub(tmp_path, report: str | None):
@@ -25,7 +27,7 @@ def test_sink_writes_the_report_of_the_final_summary(tmp_path, capsys):
     install_attribution(env)
     install(env)
     summary = hub.summary()
-    for sink in hub.sinks:  # what telemetry's finalize does at quit
+    for sink in hub.hooks.sinks:  # what telemetry's finalize does at quit
         sink(summary)
     html = path.read_text(encoding="utf-8")
     titles = re.findall(r'<svg class="chart"[^>]*><title>([^<]*)</title>', html)
@@ -43,13 +45,13 @@ def test_no_option_no_file_and_a_bad_path_is_logged(tmp_path, caplog):
     hub, env = _hub(tmp_path, None)
     install(env)
     summary = hub.summary()
-    for sink in hub.sinks:
+    for sink in hub.hooks.sinks:
         sink(summary)
     assert list(tmp_path.iterdir()) == []
     blocker = tmp_path / "file"
     blocker.write_text("x")
     env.parsed_options.llm_report = str(blocker / "report.html")  # parent is a file
-    for sink in hub.sinks:
+    for sink in hub.hooks.sinks:
         sink(summary)
     assert "--llm-report: could not write" in caplog.text
 
@@ -59,11 +61,12 @@ def test_web_ui_serves_the_report(tmp_path):
     web_ui = env.create_web_ui("127.0.0.1", 0, delayed_start=True)  # Flask's test client, no server
     install_attribution(env)
     install(env)
+    install_route(env)
     client = web_ui.app.test_client()
     live = client.get(ROUTE)
     assert live.status_code == 200 and live.mimetype == "text/html"
     assert b"Client latency per 10 s window" in live.data
-    hub.final_summary = {**hub.summary(), "model": "final-model-name"}
+    hub.merger.final_summary = {**hub.summary(), "model": "final-model-name"}
     final = client.get(ROUTE)
     assert b"final-model-name" in final.data
 
@@ -72,6 +75,7 @@ def test_web_route_reports_a_broken_summary_as_text(tmp_path, caplog):
     hub, env = _hub(tmp_path, None)
     web_ui = env.create_web_ui("127.0.0.1", 0, delayed_start=True)
     install(env)
+    install_route(env)
 
     def broken(_hub):
         raise RuntimeError("no summary today")

@@ -5,6 +5,9 @@ looks, and it copies the form's custom fields into ``parsed_options`` as strings
 hook therefore reads the form first: it checks the sweep settings (answering the form with the error
 message instead of starting) and installs or removes the sweep shape. With ``--class-picker`` Locust's
 own shape picker decides instead (it lists the three sweeps too).
+
+    ShapeFormHook(environment, web_ui, lambda name: set_shape(environment, name)).register()
+    # or install(environment): the same, on the master or a local run with a web UI
 """
 
 from __future__ import annotations
@@ -13,8 +16,10 @@ import argparse
 import logging
 
 from flask import jsonify, request
+from locust.runners import WorkerRunner
 
 from shapes.plan import PlanError
+from shapes.plugin import set_shape
 from shapes.registry import NONE, SHAPES, shape_names
 
 logger = logging.getLogger(__name__)
@@ -69,3 +74,11 @@ class ShapeFormHook:
     def _refuse(self, message: str):
         logger.error("web UI start refused: %s", message)
         return jsonify({"success": False, "message": message, "host": self.environment.host})
+
+
+def install(environment) -> ShapeFormHook | None:
+    """Check the start form's ``--shape`` choice on this process's web UI (none on a worker)."""
+    web_ui = getattr(environment, "web_ui", None)
+    if web_ui is None or isinstance(environment.runner, WorkerRunner):
+        return None
+    return ShapeFormHook(environment, web_ui, lambda name: set_shape(environment, name)).register()

@@ -1,0 +1,38 @@
+"""The live figures of a running test (the web UI's LLM tab, ``/llm/live``): a function of a run view.
+
+Per stage in run order ``{"stage", "requests", "ttft_p50_ms", "ttft_p99_ms", "itl_p50_ms", "itl_p99_ms",
+"tpot_p50_ms", "tpot_p99_ms", "output_tok_s"}`` (merged across workers; quantiles from merged sketches), and
+for the run ``elapsed_s``, ``workers``, ``server_kv_usage`` (the latest scrape) and ``client_kv_block_fill``.
+
+    live(environment.llm_telemetry.view())
+"""
+
+from __future__ import annotations
+
+from telemetry.metrics import keys
+from telemetry.recorder import Recorder
+from telemetry.view import RunView
+
+
+def live(view: RunView) -> dict:
+    """Per-stage p50/p99 (ms) of the live metrics, output tok/s, and the latest server KV usage."""
+    stages = []
+    for st, start, end in view.stage_spans():
+        cells = view.merged.select(stage=st.name)
+        row: dict = {"stage": st.name, "requests": sum(c.requests for c in cells)}
+        for m in keys("live"):
+            s = Recorder.merged_sketch(cells, m)
+            for name, q in (("p50", 0.5), ("p99", 0.99)):
+                v = s.quantile(q)
+                row[f"{m}_{name}_ms"] = None if v is None else v * 1000.0
+        span = end - start
+        row["output_tok_s"] = sum(c.output_tokens for c in cells) / span if span > 0 else None
+        stages.append(row)
+    latest = view.server_latest
+    return {
+        "elapsed_s": view.duration_s,
+        "workers": view.worker_count,
+        "stages": stages,
+        "server_kv_usage": latest.get("kv_cache_usage") if latest else None,
+        "client_kv_block_fill": view.client_kv_fill,
+    }

@@ -1,0 +1,108 @@
+"""A read-only view of one run: what the summary, live table, exporter, sections and report are functions of.
+
+The :class:`~telemetry.merger.Merger` takes a view of its state (``merger.view(...)``); the hub hands a fresh
+one to whoever reads (``environment.llm_telemetry.view()``). A view is frozen: its fields are the merged store,
+the stage history, the server series and scrape counters, the SLO set, options, the run's clock, model, host
+and workers. Nothing here writes; build one without any Locust environment for tests or offline use:
+
+    view = Merger().view(options=None, host="http://127.0.0.1:8000")
+    build_summary(view, SummaryHooks())
+    view.stage_spans(); view.windows(10.0); view.warmup_stages()
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from shapes.stage import Stage
+from telemetry.recorder import SLOT_ALPHA, WINDOW_METRICS, Recorder
+from telemetry.sketch import LogSketch
+from telemetry.slo import SloSet
+
+
+@dataclass
+class Window:
+    """Merged client numbers of one time window (``start_s``/``end_s`` relative to the run start)."""
+
+    start_s: float
+    end_s: float
+    requests: int = 0
+    errors: int = 0
+    output_tokens: int = 0
+    sketches: dict[str, LogSketch] = field(default_factory=lambda: {m: LogSketch(SLOT_ALPHA) for m in WINDOW_METRICS})
+
+
+@dataclass(frozen=True)
+class RunView:
+    """One run as read at one instant (``duration_s`` is fixed when the view is taken)."""
+
+    merged: Recorder
+    """The merged store of every process (read it; only the merger writes it)."""
+    slos: SloSet
+    options: object | None
+    host: str
+    model: str
+    """The model(s) the users sent, else --model or the server's first model (a label)."""
+    t0_wall: float
+    duration_s: float
+    attribution_window: float
+    worker_count: int = 1
+    lost_workers: frozenset[str] = frozenset()
+    client_kv_fill: float | None = None
+    """Used / allocated KV slots over the latest in-flight snapshot of every live process."""
+    server_series: list[dict] = field(default_factory=list)
+    """The scraper's samples (``t`` = seconds since the run start), a copy of the list taken with the view."""
+    server_latest: dict | None = None
+    scrape_metric_names: str = "none"
+    scrapes: int = 0
+    scrape_failures: int = 0
+    stage_history: tuple[tuple[Stage, float], ...] = ()
+    """(stage, wall-clock start) in run order, from the master's stage board."""
+    stage_closed_wall: float | None = None
+    """When the shape closed the board (its own end), if it did."""
+    current_stage: Stage | None = None
+    active_users: int = 0
+
+    @property
+    def slot_s(self) -> float:
+        return self.merged.slot_s
+
+    def warmup_stages(self) -> frozenset[str]:
+        """Names of the warm-up stages in the history (left out of the headline figures)."""
+        return frozenset(st.name for st, _wall in self.stage_history if getattr(st, "warmup", False))
+
+    def stage_spans(self) -> list[tuple[Stage, float, float]]:
+        """[(Stage, start_s, end_s)] from the stage history; one stage per recorded stage name without a shape."""
+        history = [(st, max(0.0, wall - self.t0_wall)) for st, wall in self.stage_history]
+        if not history:
+            names = sorted({k[1] for k in self.merged.cells}) or ["main"]
+            return [(Stage(n), 0.0, self.duration_s) for n in names]
+        last_end = self.duration_s
+        if self.stage_closed_wall is not None:  # the shape's own end, not the end of the stopping
+            last_end = min(self.duration_s, max(0.0, self.stage_closed_wall - self.t0_wall))
+        spans = []
+        for i, (st, start) in enumerate(history):
+            end = history[i + 1][1] if i + 1 < len(history) else last_end
+            spans.append((st, start, max(end, start)))
+        return spans
+
+    def windows(self, seconds: float) -> list[Window]:
+        """Merged client sketches per ``seconds``-wide window since the run start (empty windows kept)."""
+        if seconds <= 0:
+            raise ValueError("window length must be positive")
+        duration = self.duration_s
+        n = max(1, math.ceil(duration / seconds))
+        out = [Window(i * seconds, min((i + 1) * seconds, duration)) for i in range(n)]
+        for i, slot in sorted(self.merged.slots.items()):
+            t = i * self.slot_s - self.t0_wall
+            k = max(0, math.floor(t / seconds))
+            while k >= len(out):
+                out.append(Window(len(out) * seconds, (len(out) + 1) * seconds))
+            w = out[k]
+            w.requests += slot.requests
+            w.errors += slot.errors
+            w.output_tokens += slot.output_tokens
+            for m in WINDOW_METRICS:
+                w.sketches[m].merge(slot.sketches[m])
+        return out
