@@ -12,6 +12,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==\S+$")
+NAME = re.compile(r"[A-Za-z_][A-Za-z0-9._-]*")
 
 
 def pinned() -> list[str]:
@@ -26,7 +27,7 @@ def pinned() -> list[str]:
 
 
 def used_names() -> tuple[set[str], set[str]]:
-    """(top-level modules imported anywhere in the checkout, string constants naming a module)."""
+    """(top-level modules imported anywhere in the checkout, string constants naming a module or a command)."""
     imported: set[str] = set()
     strings: set[str] = set()
     for folder, dirs, files in os.walk(ROOT):
@@ -40,7 +41,7 @@ def used_names() -> tuple[set[str], set[str]]:
                     imported.update(a.name.split(".")[0] for a in node.names)
                 elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
                     imported.add(node.module.split(".")[0])
-                elif isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.isidentifier():
+                elif isinstance(node, ast.Constant) and isinstance(node.value, str) and NAME.fullmatch(node.value):
                     strings.add(node.value)
     return imported, strings
 
@@ -57,6 +58,12 @@ def top_levels(dist: str) -> set[str]:
     return tops
 
 
+def scripts(dist: str) -> set[str]:
+    """The commands a distribution installs into the environment's bin/ (py-spy ships only its binary)."""
+    files = md.distribution(dist).files or []
+    return {f.name for f in files if f.parts[:1] == ("..",) and f.parent.name == "bin"}
+
+
 def test_every_pinned_requirement_is_used():
     imported, strings = used_names()
     makefile = (ROOT / "Makefile").read_text()
@@ -68,6 +75,8 @@ def test_every_pinned_requirement_is_used():
         if tops & strings:  # a data package found with importlib.util.find_spec("name")
             continue
         if re.search(rf"\$\(BIN\)/{re.escape(dist)}\b", makefile):  # a tool the Makefile runs (ruff)
+            continue
+        if scripts(dist) & strings:  # a command the code runs by name (py-spy, beside the interpreter)
             continue
         unused.append(f"{dist} (provides {sorted(tops)})")
     assert unused == []
