@@ -1,13 +1,27 @@
 """deploy/k8s: the manifests parse, their labels/selectors/ports connect, they run the same commands as the
 compose file, and the ConfigMap's LOCUST_* settings are options Locust (with this project's options) accepts.
-(No cluster or kubectl here: these are structural checks plus a real parse of the settings.)"""
+`kubectl kustomize` renders the base and the variants with the optional files; every rendered object of a built-in
+kind validates against the Kubernetes JSON schemas (kubernetes-validate, strict, pinned versions). The Prometheus
+Operator's kinds have no schema there (CRDs): their structure is checked against a schema of the fields used here,
+and their selectors and ports against the objects they scrape. The HPA, its prometheus-adapter rule and the
+metric they share are checked together. (No cluster here.)"""
 
 from __future__ import annotations
 
+import re
+import shutil
+import subprocess
+from functools import cache
+from pathlib import Path
+
+import jsonschema
+import kubernetes_validate
 import pytest
 import yaml
 
 from tests.deploy.compose import command, option, rendered
+from tests.deploy.promql import VLLM_METRICS
+from tests.requires import require_tool
 from tests.support import ROOT
 
 K8S = ROOT / "deploy" / "k8s"
@@ -25,6 +39,11 @@ def _objects(kind: str | None = None) -> list[dict]:
 def _deployment(name: str) -> dict:
     (d,) = [o for o in _objects("Deployment") if o["metadata"]["name"] == name]
     return d
+
+
+def _configmap(name: str) -> dict:
+    (cm,) = [o for o in _objects("ConfigMap") if o["metadata"]["name"] == name]
+    return cm
 
 
 def _container(deployment: str, name: str | None = None) -> dict:
@@ -55,7 +74,7 @@ def test_kustomization_lists_existing_files():
     for res in kust["resources"]:
         assert (K8S / res).is_file(), res
     text = (K8S / "kustomization.yaml").read_text()
-    for optional in ("sim.yaml", "vllm.yaml"):  # offered, commented out
+    for optional in ("sim.yaml", "vllm.yaml", "hpa.yaml", "monitoring.yaml"):  # offered, commented out
         assert f"# - {optional}" in text and (K8S / optional).is_file()
     images = {i["name"] for i in kust["images"]}
     used = {c["image"] for o in _objects("Deployment") for c in o["spec"]["template"]["spec"]["containers"]}
@@ -89,16 +108,17 @@ def test_locust_commands_match_the_compose_file():
     assert option(command(cfg, "locust-worker"), "--master-host") == "locust-master"  # the Service's name
     assert _argv(_container("llm-server-sim")) == command(cfg, "sim")
     assert _argv(_container("llm-server-vllm", "vllm")) == command(cfg, "vllm")
-    assert _argv(_container("llm-server-vllm", "gpu-exporter")) == command(cfg, "gpu-exporter")
+    assert _argv(_container("gpu-exporter")) == command(cfg, "gpu-exporter")
     assert _container("llm-server-vllm", "vllm")["image"] == cfg["services"]["vllm"]["image"]
 
 
 def test_configmap_points_at_the_llm_server_service():
-    (cm,) = _objects("ConfigMap")
+    cm = _configmap("locust-config")
     assert cm["data"]["LOCUST_HOST"] == "http://llm-server:8000"
     for f in ("sim.yaml", "vllm.yaml"):
-        (svc,) = [d for d in _docs()[f] if d["kind"] == "Service"]
-        assert svc["metadata"]["name"] == "llm-server" and 8000 in {p["port"] for p in svc["spec"]["ports"]}
+        # vllm.yaml also has the GPU exporter's Service: exactly one llm-server, and it serves 8000
+        (svc,) = [d for d in _docs()[f] if d["kind"] == "Service" and d["metadata"]["name"] == "llm-server"]
+        assert 8000 in {p["port"] for p in svc["spec"]["ports"]}
 
 
 def test_configmap_settings_are_accepted_locust_options(monkeypatch):
@@ -108,7 +128,7 @@ def test_configmap_settings_are_accepted_locust_options(monkeypatch):
 
     import locustfile  # noqa: F401  (registers the project's options on locust.events)
 
-    (cm,) = _objects("ConfigMap")
+    cm = _configmap("locust-config")
     settings = {k: str(v) for k, v in cm["data"].items() if k.startswith("LOCUST_")}
     parser = argument_parser.get_empty_argument_parser(add_help=False)
     argument_parser.setup_parser_arguments(parser)
@@ -122,3 +142,270 @@ def test_configmap_settings_are_accepted_locust_options(monkeypatch):
     bad = {**settings, "LOCUST_INPUT_LEN": "often"}
     with pytest.raises(SystemExit):
         parser.parse_known_args(args=[], env_vars=bad)
+
+
+# ---- rendered with kubectl kustomize, validated against the Kubernetes schemas ----------------------------------
+K8S_VERSIONS = ("1.30.0", "1.35.0")  # kubernetes-validate's schemas: an older supported release and a current one
+OPERATOR_GROUP = "monitoring.coreos.com/v1"
+# the optional files a user uncomments in kustomization.yaml (sim.yaml and vllm.yaml both define llm-server)
+VARIANTS = {
+    "base": (),
+    "sim+monitoring": ("sim.yaml", "monitoring.yaml"),
+    "vllm+hpa+monitoring": ("vllm.yaml", "hpa.yaml", "monitoring.yaml"),
+}
+
+
+def _kubectl() -> str:
+    return require_tool("kubectl", "kubectl")
+
+
+def _kustomize(root: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([_kubectl(), "kustomize", str(root)], capture_output=True, text=True, timeout=120)
+
+
+@cache
+def _rendered_variant(variant: str, tmp: Path) -> list[dict]:
+    """`kubectl kustomize` of deploy/k8s with the variant's optional lines uncommented (in a copy)."""
+    files = VARIANTS[variant]
+    root = K8S
+    if files:
+        root = tmp / variant
+        shutil.copytree(K8S, root)
+        kust = root / "kustomization.yaml"
+        text = kust.read_text()
+        for f in files:
+            text, n = re.subn(rf"^  # - {re.escape(f)}\b.*$", f"  - {f}", text, flags=re.M)
+            assert n == 1, f"kustomization.yaml does not offer {f}"
+        kust.write_text(text)
+    proc = _kustomize(root)
+    assert proc.returncode == 0, proc.stderr
+    return [d for d in yaml.safe_load_all(proc.stdout) if d]
+
+
+@pytest.fixture(scope="module")
+def render(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("kustomize")
+    return lambda variant: _rendered_variant(variant, tmp)
+
+
+def test_kustomize_renders_the_base_and_every_variant(render):
+    base = render("base")
+    assert {(o["kind"], o["metadata"]["name"]) for o in base} == {
+        ("Namespace", "deepseek-locust"), ("ConfigMap", "locust-config"), ("Deployment", "locust-master"),
+        ("Service", "locust-master"), ("Deployment", "locust-worker"),
+    }  # fmt: skip
+    full = render("vllm+hpa+monitoring")
+    kinds = {(o["kind"], o["metadata"]["name"]) for o in full}
+    assert {("HorizontalPodAutoscaler", "llm-server-vllm"), ("ConfigMap", "prometheus-adapter-rules"),
+            ("Deployment", "gpu-exporter"), ("ServiceMonitor", "locust-master"), ("PodMonitor", "llm-server"),
+            ("PodMonitor", "gpu-exporter")} <= kinds  # fmt: skip
+    for o in full:
+        if o["kind"] != "Namespace":
+            assert o["metadata"]["namespace"] == "deepseek-locust", o["metadata"]["name"]
+    deployments = [o for o in full if o["kind"] == "Deployment"]
+    images = {c["image"] for o in deployments for c in o["spec"]["template"]["spec"]["containers"]}
+    assert "deepseek-locust:0.1.0" in images  # the kustomization's `images` applied
+
+
+def test_kustomize_rejects_a_broken_kustomization(tmp_path):
+    """The render above means something: a resource that is not there fails it."""
+    root = tmp_path / "k8s"
+    shutil.copytree(K8S, root)
+    kust = root / "kustomization.yaml"
+    kust.write_text(kust.read_text().replace("  - worker.yaml", "  - workers.yaml"))
+    assert _kustomize(root).returncode != 0
+
+
+@pytest.mark.parametrize("version", K8S_VERSIONS)
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_every_rendered_builtin_object_validates(render, variant, version):
+    objs = [o for o in render(variant) if o["apiVersion"] != OPERATOR_GROUP]
+    assert objs
+    for o in objs:
+        try:
+            kubernetes_validate.validate(o, version, strict=True)
+        except kubernetes_validate.ValidationError as e:
+            pytest.fail(f"{o['kind']}/{o['metadata']['name']} invalid for Kubernetes {version}: {e.message}")
+
+
+def test_schema_validation_can_fail():
+    (hpa,) = [o for o in _objects("HorizontalPodAutoscaler")]
+    broken = yaml.safe_load(yaml.safe_dump(hpa))
+    broken["spec"]["behavior"]["scaleUp"]["stabilisationWindowSeconds"] = 60  # misspelt field
+    with pytest.raises(kubernetes_validate.ValidationError):
+        kubernetes_validate.validate(broken, K8S_VERSIONS[-1], strict=True)
+    dep = yaml.safe_load(yaml.safe_dump(_deployment("gpu-exporter")))
+    dep["spec"]["replicas"] = "one"
+    with pytest.raises(kubernetes_validate.ValidationError):
+        kubernetes_validate.validate(dep, K8S_VERSIONS[-1], strict=True)
+
+
+# ---- Prometheus Operator objects (CRDs: no schema in kubernetes-validate) ---------------------------------------
+_DURATION = r"^(0|(([0-9]+)h)?(([0-9]+)m)?(([0-9]+)s)?(([0-9]+)ms)?)$"  # the Operator's Duration pattern
+_ENDPOINT = {
+    "type": "object", "additionalProperties": False, "required": ["port"],
+    "properties": {
+        "port": {"type": "string", "minLength": 1},
+        "path": {"type": "string", "pattern": "^/"},
+        "interval": {"type": "string", "pattern": _DURATION},
+        "relabelings": {"type": "array", "items": {
+            "type": "object", "additionalProperties": False,
+            "properties": {
+                "action": {"enum": ["replace", "keep", "drop", "hashmod", "labelmap", "labeldrop", "labelkeep",
+                                    "lowercase", "uppercase", "keepequal", "dropequal"]},
+                "sourceLabels": {"type": "array", "items": {"type": "string"}},
+                "separator": {"type": "string"}, "targetLabel": {"type": "string"},
+                "regex": {"type": "string"}, "modulus": {"type": "integer"}, "replacement": {"type": "string"},
+            },
+        }},
+    },
+}  # fmt: skip
+
+
+def _monitor_schema(kind: str, endpoints: str) -> dict:
+    return {
+        "type": "object", "additionalProperties": False, "required": ["apiVersion", "kind", "metadata", "spec"],
+        "properties": {
+            "apiVersion": {"const": OPERATOR_GROUP}, "kind": {"const": kind},
+            "metadata": {"type": "object", "required": ["name"]},
+            "spec": {
+                "type": "object", "additionalProperties": False, "required": ["selector", endpoints],
+                "properties": {
+                    "selector": {"type": "object", "additionalProperties": False, "required": ["matchLabels"],
+                                 "properties": {"matchLabels": {"type": "object",
+                                                                "additionalProperties": {"type": "string"}}}},
+                    endpoints: {"type": "array", "minItems": 1, "items": _ENDPOINT},
+                    "jobLabel": {"type": "string"},
+                    "namespaceSelector": {"type": "object"},
+                },
+            },
+        },
+    }  # fmt: skip
+
+
+MONITOR_SCHEMAS = {"ServiceMonitor": _monitor_schema("ServiceMonitor", "endpoints"),
+                   "PodMonitor": _monitor_schema("PodMonitor", "podMetricsEndpoints")}  # fmt: skip
+
+
+def test_operator_objects_have_the_operators_structure(render):
+    monitors = [o for o in render("vllm+hpa+monitoring") if o["apiVersion"] == OPERATOR_GROUP]
+    assert {o["kind"] for o in monitors} == set(MONITOR_SCHEMAS)
+    for o in monitors:
+        jsonschema.validate(o, MONITOR_SCHEMAS[o["kind"]])
+    broken = yaml.safe_load(yaml.safe_dump(monitors[0]))
+    broken["spec"]["endpoints" if broken["kind"] == "ServiceMonitor" else "podMetricsEndpoints"][0]["interval"] = "5"
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(broken, MONITOR_SCHEMAS[broken["kind"]])
+
+
+def _scrape_job(endpoint: dict) -> str:
+    (job,) = [r["replacement"] for r in endpoint["relabelings"] if r.get("targetLabel") == "job"]
+    return job
+
+
+def test_monitors_scrape_every_exporter_under_the_compose_job_names(render):
+    """Each monitor selects the pods (PodMonitor) or Service (ServiceMonitor) it means, on a port they name,
+    and sets `job` to deploy/prometheus.yml's job name: the rules and the dashboard work unchanged."""
+    objs = render("vllm+hpa+monitoring")
+    pods = [o["spec"]["template"] for o in objs if o["kind"] == "Deployment"]
+    services = [o for o in objs if o["kind"] == "Service"]
+    jobs = {}
+    for m in (o for o in objs if o["apiVersion"] == OPERATOR_GROUP):
+        match = m["spec"]["selector"]["matchLabels"].items()
+        if m["kind"] == "PodMonitor":
+            selected = [p for p in pods if match <= p["metadata"]["labels"].items()]
+            ports = {port["name"] for p in selected for c in p["spec"]["containers"] for port in c.get("ports", [])}
+            endpoints = m["spec"]["podMetricsEndpoints"]
+        else:
+            selected = [s for s in services if match <= s["metadata"].get("labels", {}).items()]
+            ports = {port["name"] for s in selected for port in s["spec"]["ports"]}
+            endpoints = m["spec"]["endpoints"]
+        assert selected, f"{m['kind']}/{m['metadata']['name']} selects nothing"
+        for ep in endpoints:
+            assert ep["port"] in ports, (m["metadata"]["name"], ep["port"], ports)
+            jobs[_scrape_job(ep)] = (m["metadata"]["name"], ep["port"])
+    compose_jobs = {j["job_name"] for j in yaml.safe_load((ROOT / "deploy" / "prometheus.yml").read_text())
+                    ["scrape_configs"]}  # fmt: skip
+    assert set(jobs) == compose_jobs
+    assert jobs["llm-server"] == ("llm-server", "http") and jobs["locust"] == ("locust-master", "metrics")
+
+
+# ---- the HPA and prometheus-adapter -----------------------------------------------------------------------------
+def _hpa() -> dict:
+    (hpa,) = _objects("HorizontalPodAutoscaler")
+    return hpa
+
+
+def _adapter_rules() -> list[dict]:
+    return yaml.safe_load(_configmap("prometheus-adapter-rules")["data"]["config.yaml"])["rules"]
+
+
+def test_hpa_targets_the_vllm_deployment():
+    hpa = _hpa()
+    assert hpa["apiVersion"] == "autoscaling/v2"
+    ref = hpa["spec"]["scaleTargetRef"]
+    vllm = _deployment(ref["name"])
+    assert (ref["apiVersion"], ref["kind"], ref["name"]) == ("apps/v1", "Deployment", "llm-server-vllm")
+    assert vllm["apiVersion"] == ref["apiVersion"]
+    assert "replicas" not in vllm["spec"], "the HPA owns the replica count; `kubectl apply` would reset it"
+    assert 1 <= hpa["spec"]["minReplicas"] < hpa["spec"]["maxReplicas"]
+    # nothing scales the load generator (docs/deploy.md: workers are fixed for a run)
+    assert {h["spec"]["scaleTargetRef"]["name"] for h in _objects("HorizontalPodAutoscaler")} == {"llm-server-vllm"}
+
+
+def test_hpa_metric_is_one_the_adapter_serves_per_pod():
+    (metric,) = _hpa()["spec"]["metrics"]
+    assert metric["type"] == "Pods" and metric["pods"]["target"]["type"] == "AverageValue"
+    served = {}
+    for rule in _adapter_rules():
+        series = re.match(r"[\w:]+", rule["seriesQuery"]).group(0)
+        name = re.sub(rule["name"]["matches"], rule["name"]["as"], series)
+        served[name] = (series, rule)
+    assert metric["pods"]["metric"]["name"] in served
+    series, rule = served[metric["pods"]["metric"]["name"]]
+    assert series in VLLM_METRICS  # a series vLLM (and server.sim) really serves
+    overrides = rule["resources"]["overrides"]
+    assert overrides["pod"] == {"resource": "pod"} and overrides["namespace"] == {"resource": "namespace"}
+    assert {"<<.Series>>", "<<.LabelMatchers>>", "<<.GroupBy>>"} <= set(re.findall(r"<<\.\w+>>", rule["metricsQuery"]))
+
+
+def test_adapter_query_is_valid_promql(tmp_path):
+    """The adapter's metricsQuery with its placeholders filled the way the adapter fills them parses in promtool."""
+    promtool = require_tool("promtool", "prometheus")
+    groups = []
+    for i, rule in enumerate(_adapter_rules()):
+        series = re.match(r"[\w:]+", rule["seriesQuery"]).group(0)
+        expr = (rule["metricsQuery"].replace("<<.Series>>", series)
+                .replace("<<.LabelMatchers>>", 'namespace="deepseek-locust",pod=~"llm-server-vllm-.*"')
+                .replace("<<.GroupBy>>", "pod"))  # fmt: skip
+        groups.append({"record": f"adapter:query_{i}", "expr": expr})
+    path = tmp_path / "adapter.yml"
+    path.write_text(yaml.safe_dump({"groups": [{"name": "adapter", "rules": groups}]}))
+    proc = subprocess.run([promtool, "check", "rules", str(path)], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_hpa_behaviour_does_not_flap():
+    behavior = _hpa()["spec"]["behavior"]
+    up, down = behavior["scaleUp"], behavior["scaleDown"]
+    assert up["stabilizationWindowSeconds"] >= 60  # a burst of queued requests does not add a pod
+    assert down["stabilizationWindowSeconds"] >= 600 > up["stabilizationWindowSeconds"]
+    for direction in (up, down):
+        (policy,) = direction["policies"]
+        assert policy["type"] == "Pods" and policy["value"] == 1  # one pod at a time
+    # no second scale-up before the new pod can serve (startup probe: 15 s x 80)
+    probe = _container("llm-server-vllm", "vllm")["startupProbe"]
+    assert up["policies"][0]["periodSeconds"] >= 300 and probe["periodSeconds"] * probe["failureThreshold"] >= 300
+
+
+# ---- GPUs -------------------------------------------------------------------------------------------------------
+def test_gpu_exporter_requests_the_gpu_it_reports():
+    exporter = _container("gpu-exporter")
+    for section in ("requests", "limits"):
+        assert exporter["resources"][section]["nvidia.com/gpu"] == 1, section
+    env = {e["name"]: e.get("value") for e in exporter.get("env", [])}
+    assert "NVIDIA_VISIBLE_DEVICES" not in env, "the device plugin sets it; `all` would bypass the scheduler"
+    # vLLM requests as many GPUs as it shards the model over, and no other container rides on its pod
+    vllm = _container("llm-server-vllm", "vllm")
+    assert str(vllm["resources"]["limits"]["nvidia.com/gpu"]) == option(_argv(vllm), "--tensor-parallel-size")
+    assert [c["name"] for c in _deployment("llm-server-vllm")["spec"]["template"]["spec"]["containers"]] == ["vllm"]

@@ -64,8 +64,10 @@ def series_in(expr: str) -> set[str]:
 
 
 def test_series_in_reads_names_not_functions_labels_or_durations():
-    expr = ('histogram_quantile(0.95, sum by (user_class, le) (rate(llm_ttft_bucket{job="x",le!="+Inf"}[1m])))'
-            ' > on (job) group_left (slo) up{job="a:b"} offset 5m or vector(1) and llm_x unless 1e3 > bool nan')
+    expr = (
+        'histogram_quantile(0.95, sum by (user_class, le) (rate(llm_ttft_bucket{job="x",le!="+Inf"}[1m])))'
+        ' > on (job) group_left (slo) up{job="a:b"} offset 5m or vector(1) and llm_x unless 1e3 > bool nan'
+    )
     assert series_in(expr) == {"llm_ttft_bucket", "up", "llm_x"}
     assert series_in("vllm:kv_cache_usage_perc > 0.9") == {"vllm:kv_cache_usage_perc"}
 
@@ -150,8 +152,14 @@ def test_unit_tests_fail_when_a_rule_changes_meaning(tmp_path, file, old, new):
 
 
 def test_alerts_carry_severity_and_text():
-    assert set(_alerts()) == {"LLMSLOBreached", "LLMBatchingCollapsed", "LLMServerKVCacheSaturated",
-                              "LLMServerPreemptionStorm", "LLMHighErrorRate", "LoadGeneratorStoppedReporting"}
+    assert set(_alerts()) == {
+        "LLMSLOBreached",
+        "LLMBatchingCollapsed",
+        "LLMServerKVCacheSaturated",
+        "LLMServerPreemptionStorm",
+        "LLMHighErrorRate",
+        "LoadGeneratorStoppedReporting",
+    }
     for name, rule in _alerts().items():
         assert rule["labels"]["severity"] in {"warning", "critical"}, name
         assert rule["annotations"]["summary"] and rule["annotations"]["description"], name
