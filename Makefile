@@ -25,13 +25,15 @@ $(STAMP): requirements.txt
 	$(BIN)/python -c 'import os, sysconfig; open(os.path.join(sysconfig.get_paths()["purelib"], "deepseek_locust.pth"), "w").write(os.getcwd() + "\n")'
 	touch $@
 
-# Debian packages the integration tests use: a real Prometheus, Chromium + driver, docker-compose (config checks).
+# Debian packages the integration tests use: a real Prometheus, Chromium + driver, docker-compose (config checks),
+# kubectl (kustomize renders of deploy/k8s).
 system-deps:
 	@missing=""; \
 	command -v prometheus >/dev/null || missing="$$missing prometheus"; \
 	command -v chromium >/dev/null || missing="$$missing chromium"; \
 	command -v chromedriver >/dev/null || missing="$$missing chromium-driver"; \
 	command -v docker-compose >/dev/null || missing="$$missing docker-compose"; \
+	command -v kubectl >/dev/null || missing="$$missing kubectl"; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing Debian packages:$$missing"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
