@@ -26,7 +26,7 @@ from dataclasses import dataclass
 TRACEMALLOC_NOTE = (
     "tracemalloc sees Python-side allocations only (the Encoding wrappers, lists and strings crossing into "
     "Python); the Rust tokenizers library's own heap (token ids, offsets and strings inside each Encoding, "
-    "its BPE caches, encode_batch's buffers) is invisible to it"
+    "its BPE caches, encode_batch's buffers) is invisible to tracemalloc"
 )
 
 
@@ -42,10 +42,15 @@ class Timing:
     """Passes timed in all rounds together."""
 
 
-def time_passes(passes: dict[str, Callable[[], object]], seconds: float, repeats: int) -> dict[str, Timing]:
-    """Time each pass (after one untimed warm-up run) in ``repeats`` interleaved rounds of ``>= seconds/repeats``."""
-    for run in passes.values():
-        run()
+def time_passes(passes: dict[str, Callable[[], object]], seconds: float, repeats: int,
+                warm_up: bool = True) -> dict[str, Timing]:
+    """Time each pass in ``repeats`` interleaved rounds of ``>= seconds/repeats`` each.
+
+    ``warm_up`` runs each pass once untimed first; pass False when the caller has just run the same work.
+    """
+    if warm_up:
+        for run in passes.values():
+            run()
     per_round = seconds * 1e9 / repeats
     wall: dict[str, list[float]] = {name: [] for name in passes}
     cpu: dict[str, list[float]] = {name: [] for name in passes}

@@ -7,7 +7,7 @@ tokenizers encode the very same text and their own token counts are shown). Each
 single (one encode per text) and batch (one encode_batch over --batch texts: a language's cases cycled,
 or distinct prompts, at most --batch-tokens tokens per call). Texts are encoded without special tokens.
 
-Timing: time.perf_counter_ns over repeated passes, one warm-up pass first, --repeats rounds of at least
+Timing: time.perf_counter_ns over repeated passes after a warm-up (the token count), --repeats rounds of at least
 --seconds/--repeats each per tokenizer, interleaved between the tokenizers (order flipped every round);
 the figure is the median round. Cost is given as µs per call, µs per token and tokens/s (each tokenizer's
 own token count), from the wall clock; the process's CPU time (time.process_time_ns) is reported beside it.
@@ -80,13 +80,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--lengths", type=_lengths, default=list(DEFAULT_LENGTHS), metavar="N,N,...",
                    help="synthetic prompt lengths in tokens, or 'none' (default "
                    f"{','.join(map(str, DEFAULT_LENGTHS))})")
-    p.add_argument("--seconds", type=seconds, default=0.1, metavar="S",
-                   help="least time per cell and tokenizer (default 0.1; smaller is faster and noisier)")
+    p.add_argument("--seconds", type=seconds, default=0.05, metavar="S",
+                   help="least time per cell and tokenizer (default 0.05; smaller is faster and noisier)")
     p.add_argument("--repeats", type=positive_int, default=5, metavar="N",
                    help="timed rounds per cell, the median reported (default 5)")
     p.add_argument("--batch", type=positive_int, default=16, metavar="N", help="texts per encode_batch (default 16)")
-    p.add_argument("--batch-tokens", type=positive_int, default=32768, metavar="N",
-                   help="at most this many tokens per synthetic encode_batch, at least one text (default 32768)")
+    p.add_argument("--batch-tokens", type=positive_int, default=8192, metavar="N",
+                   help="at most this many tokens per synthetic encode_batch, at least one text (default 8192)")
     p.add_argument("--clock", choices=("wall", "cpu"), default="wall",
                    help="what the ratios compare: wall time (perf_counter_ns, default) or the process's CPU time "
                    "(process_time_ns: steadier on a busy machine); both are reported")
@@ -118,7 +118,7 @@ def _pass(calls: list[Callable[[], object]]) -> Callable[[], None]:
 
 
 class _Counts:
-    """Token counts per tokenizer and text, each distinct text encoded once."""
+    """Token counts per tokenizer and text, each distinct text encoded once (this warms the tokenizer's caches)."""
 
     def __init__(self) -> None:
         self.seen: dict[tuple[str, str], int] = {}
@@ -176,11 +176,12 @@ def _measure(cells: list[Cell], toks: dict[str, Tokenizer], args: argparse.Names
     rows, count = [], _Counts()
     for cell in cells:
         calls = {name: cell.calls(tok) for name, tok in toks.items()}
-        timings = time_passes({name: _pass(c) for name, c in calls.items()}, args.seconds, args.repeats)
+        tokens = {name: count(name, tok, cell.texts) for name, tok in toks.items()}  # also the warm-up
+        timings = time_passes({name: _pass(c) for name, c in calls.items()}, args.seconds, args.repeats,
+                              warm_up=False)
         row = {"group": cell.group, "key": cell.key, "mode": cell.mode, "tokenizers": {}}
-        for name, tok in toks.items():
-            row["tokenizers"][name] = _figures(timings[name], len(cell.texts), len(calls[name]),
-                                               count(name, tok, cell.texts))
+        for name in toks:
+            row["tokenizers"][name] = _figures(timings[name], len(cell.texts), len(calls[name]), tokens[name])
         base = timings[next(iter(toks))]
         for clock in ("wall", "cpu"):
             row[f"{clock}_ratio"] = {name: _ratio(timings[name], base, clock) for name in list(toks)[1:]}
