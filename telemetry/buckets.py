@@ -9,7 +9,9 @@ TPOT (vLLM's ITL buckets start at 10 ms, which hides a 5 ms decode step):
 - E2E / decode span: vLLM's ``request_latency_buckets`` (``vllm:e2e_request_latency_seconds``,
   ``vllm:request_decode_time_seconds``).
 
-    h = BucketHistogram(BOUNDS["ttft"])
+Which metric uses which bounds is said once, in :mod:`telemetry.metrics` (``ClientMetric.bounds``).
+
+    h = BucketHistogram(VLLM_TTFT)
     h.add_many(np.array([0.05, 0.3]))
     h.cumulative()  # [(le, cumulative count), ..., (inf, count)]
 """
@@ -28,17 +30,6 @@ VLLM_ITL = (0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 
 VLLM_REQUEST = (0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 120.0, 240.0,
                 480.0, 960.0, 1920.0, 7680.0)  # fmt: skip
 SUB_10MS = (0.001, 0.0025, 0.005, 0.0075)
-
-BOUNDS: dict[str, tuple[float, ...]] = {
-    "ttft": VLLM_TTFT,
-    "itl": SUB_10MS + VLLM_ITL,
-    "inter_chunk": SUB_10MS + VLLM_ITL,
-    "tpot": SUB_10MS + VLLM_ITL,
-    "e2e": VLLM_REQUEST,
-    "decode_span": VLLM_REQUEST,
-}
-"""Upper bounds (seconds, ``le``) per client metric; +Inf is implicit."""
-
 
 class BucketHistogram:
     """Counts per fixed bucket (non-cumulative inside, cumulative on export) plus exact sum/count."""

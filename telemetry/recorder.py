@@ -25,18 +25,21 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from telemetry.buckets import BOUNDS, BucketHistogram
+from telemetry.buckets import BucketHistogram
+from telemetry.metrics import BOUNDS, CLIENT_METRICS, keys
 from telemetry.sketch import LogSketch
 from telemetry.slo import SloSet
 from users.result import GenerationResult
 
 STATE_VERSION = 1
-METRICS = ("ttft", "itl", "inter_chunk", "tpot", "e2e", "decode_span", "client_queue")
-"""Sketched per cell (seconds)."""
-HIST_METRICS = ("ttft", "itl", "tpot", "e2e", "decode_span")
+METRICS = tuple(m.key for m in CLIENT_METRICS)
+"""Sketched per cell (seconds): every client metric of telemetry.metrics."""
+HIST_METRICS = keys("histogram")
 """Also kept as fixed-bucket histograms for the exporter."""
-WINDOW_METRICS = ("ttft", "itl", "tpot", "e2e")
+WINDOW_METRICS = keys("windowed")
 """Also kept per wall-clock slot."""
+_VALUES = tuple((m.key, m.take, m.histogram, m.windowed, m.at) for m in CLIENT_METRICS if not m.samples)
+_SAMPLES = tuple((m.key, m.take, m.histogram, m.windowed, m.at) for m in CLIENT_METRICS if m.samples)
 SLOT_ALPHA = 0.01
 """Relative accuracy of the per-slot (windowed) sketches: 1 %, half the buckets of the cells' sketches,
 since a long run keeps one slot per second on the master."""
@@ -206,50 +209,43 @@ class Recorder:
         if not self.slos or self.slos.request_meets(r):
             c.good += 1
         sk, hs = c.sketches, c.hists
-        e2e = r.e2e_s
-        sk["e2e"].add(e2e)
-        hs["e2e"].add(e2e)
-        slot.sketches["e2e"].add(e2e)
-        sk["client_queue"].add(max(r.client_queue_s, 0.0))
-        if len(r.chunk_times) == 0:
-            return
-        ttft = float(r.chunk_times[0] - r.t0)
-        sk["ttft"].add(ttft)
-        hs["ttft"].add(ttft)
-        self._slot(self._wall(float(r.chunk_times[0]))).sketches["ttft"].add(ttft)
-        span = float(r.chunk_times[-1] - r.chunk_times[0])
-        sk["decode_span"].add(span)
-        hs["decode_span"].add(span)
-        tpot = r.tpot_s
-        if tpot is not None:
-            sk["tpot"].add(tpot)
-            hs["tpot"].add(tpot)
-            slot.sketches["tpot"].add(tpot)
+        for key, take, hist, windowed, at in _VALUES:
+            v = take(r)
+            if v is None:
+                continue
+            sk[key].add(v)
+            if hist:
+                hs[key].add(v)
+            if windowed:
+                (slot if at is None else self._slot(self._wall(at(r)))).sketches[key].add(v)
         if len(r.chunk_times) < 2:
             return
-        gaps = np.diff(r.chunk_times)
-        k = np.asarray(r.chunk_tokens[1:], dtype=np.int64)
-        sk["inter_chunk"].add_many(gaps)
-        itl = np.repeat(gaps / k, k) if gaps.size != k.sum() else gaps  # k samples of g/k (k = 1: the gaps)
-        times = np.repeat(np.asarray(r.chunk_times[1:], dtype=np.float64), k) if itl is not gaps else r.chunk_times[1:]
-        hs["itl"].add_many(itl)
-        if itl.min() <= 0.0:  # clock oddity: take the generic path for every sketch
-            sk["itl"].add_many(itl)
-            for seg_slot, seg in self._segments(times, itl):
-                seg_slot.sketches["itl"].add_many(seg)
-            return
-        self._add_itl(sk["itl"], itl, times)
+        for key, take, hist, windowed, at in _SAMPLES:
+            v = take(r)
+            if v.size == 0:
+                continue
+            if hist:
+                hs[key].add_many(v)
+            if not windowed:
+                sk[key].add_many(v)
+            elif v.min() <= 0.0:  # clock oddity: take the generic path for every sketch
+                sk[key].add_many(v)
+                for seg_slot, seg in self._segments(at(r), v):
+                    seg_slot.sketches[key].add_many(seg)
+            else:
+                self._add_windowed(key, sk[key], v, at(r))
 
-    def _add_itl(self, sketch: LogSketch, itl: np.ndarray, perf_times: np.ndarray) -> None:
-        """Take the logs once; bin for the cell's sketch and, split by time, for the slots' sketches."""
-        logs = np.log(itl)
-        n, total, vmin, vmax = int(itl.size), float(itl.sum()), float(itl.min()), float(itl.max())
+    def _add_windowed(self, key: str, sketch: LogSketch, values: np.ndarray, perf_times: np.ndarray) -> None:
+        """Samples of metric ``key`` (all > 0, ``perf_times`` sorted): take the logs once; bin for the cell's
+        sketch and, split by time, for the slots' sketches."""
+        logs = np.log(values)
+        n, total, vmin, vmax = int(values.size), float(values.sum()), float(values.min()), float(values.max())
         idx = sketch.indexes_of_log(logs)
         lo = int(idx.min())
         sketch.add_binned(lo, np.bincount(idx - lo, minlength=int(idx.max()) - lo + 1), n, total, vmin, vmax)
         slot_idx = np.floor((perf_times + self._wall_offset) / self.slot_s).astype(np.int64)
         first, last = int(slot_idx[0]), int(slot_idx[-1])  # times are sorted
-        probe = self._slot_at(first).sketches["itl"]
+        probe = self._slot_at(first).sketches[key]
         idx = probe.indexes_of_log(logs)
         lo = int(idx.min())
         width = int(idx.max()) - lo + 1
@@ -259,13 +255,13 @@ class Recorder:
         rows = last - first + 1
         grid = np.bincount((slot_idx - first) * width + (idx - lo), minlength=rows * width).reshape(rows, width)
         starts = np.searchsorted(slot_idx, np.arange(first, last + 1), side="left")
-        sizes = np.diff(np.append(starts, itl.size))
+        sizes = np.diff(np.append(starts, values.size))
         present = np.flatnonzero(sizes)
-        sums = np.add.reduceat(itl, starts[present])
-        mins = np.minimum.reduceat(itl, starts[present])
-        maxs = np.maximum.reduceat(itl, starts[present])
+        sums = np.add.reduceat(values, starts[present])
+        mins = np.minimum.reduceat(values, starts[present])
+        maxs = np.maximum.reduceat(values, starts[present])
         for j, row in enumerate(present):
-            self._slot_at(first + int(row)).sketches["itl"].add_binned(
+            self._slot_at(first + int(row)).sketches[key].add_binned(
                 lo, grid[row], int(sizes[row]), float(sums[j]), float(mins[j]), float(maxs[j]))  # fmt: skip
 
     def _segments(self, perf_times: np.ndarray, values: np.ndarray):

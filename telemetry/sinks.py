@@ -13,8 +13,8 @@ from pathlib import Path
 
 import orjson
 
-METRIC_ROWS = (("TTFT", "ttft_ms"), ("ITL", "itl_ms"), ("TPOT", "tpot_ms"), ("E2E", "e2e_ms"),
-               ("inter-chunk", "inter_chunk_ms"), ("decode span", "decode_span_ms"))  # fmt: skip
+from telemetry.metrics import having
+
 Q_COLUMNS = ("count", "mean", "p50", "p90", "p95", "p99", "max")
 
 
@@ -28,10 +28,10 @@ def console_table(s: dict) -> str:
         f"LLM summary: {s['duration_s']:.1f} s, {s['workers']} worker(s), model {s['model'] or '?'} at {s['host']}",
         f"{'metric (ms)':<14}{'count':>9}{'p50':>10}{'p90':>10}{'p99':>10}{'mean':>10}{'max':>10}",
     ]
-    for label, key in METRIC_ROWS:
-        q = s[key]
+    for m in having("top"):
+        q = s[m.summary_key]
         lines.append(
-            f"{label:<14}{q['count']:>9}" + "".join(f"{_f(q[c]):>10}" for c in ("p50", "p90", "p99", "mean", "max"))
+            f"{m.label:<14}{q['count']:>9}" + "".join(f"{_f(q[c]):>10}" for c in ("p50", "p90", "p99", "mean", "max"))
         )
     t, r = s["tokens"], s["requests"]
     lines.append(f"tokens: output {t['output']} ({_f(t['output_per_s'])} tok/s), prompt {t['prompt']}, "
@@ -88,7 +88,7 @@ def _has_stage_table(stages: list[dict]) -> bool:
     return len(stages) > 1 or (len(stages) == 1 and stages[0]["name"] != "main")
 
 
-STAGE_LINE2 = (("TTFT p50/p99", 17), ("ITL p50/p99", 15), ("TPOT p50/p99", 15), ("client KV fill", 16),
+STAGE_LINE2 = (*((f"{m.label} p50/p99", m.stage_table) for m in having("stage_table")), ("client KV fill", 16),
                ("server KV mean/max", 20), ("preempt", 9), ("queue p50/p99", 15))  # fmt: skip
 """Second line of a stage row: (heading, width). Latencies in ms."""
 
@@ -117,9 +117,7 @@ def stage_table(stages: list[dict], saturation: dict | None) -> list[str]:
                    f"{_f(st.get('prompt_tokens_mean')):>12}{_f(st.get('output_per_s')):>11}")  # fmt: skip
         kv = f"{_f(st.get('server_kv_usage_mean'), '{:.1%}')}/{_f(st.get('server_kv_usage_max'), '{:.1%}')}"
         values = {
-            "TTFT p50/p99": _pair(st.get("ttft_ms")),
-            "ITL p50/p99": _pair(st.get("itl_ms")),
-            "TPOT p50/p99": _pair(st.get("tpot_ms")),
+            **{f"{m.label} p50/p99": _pair(st.get(m.summary_key)) for m in having("stage_table")},
             "client KV fill": _f(st.get("client_kv_block_fill"), "{:.1%}"),
             "server KV mean/max": kv,
             "preempt": _f(st.get("preemptions"), "{}"),
@@ -143,24 +141,25 @@ def write_json(summary: dict, path: str) -> None:
 
 
 def write_csv(summary: dict, prefix: str) -> tuple[str, str]:
-    """``PREFIX_llm_stats.csv`` (one row per metric, overall and per stage) and ``PREFIX_llm_stages.csv``."""
+    """``PREFIX_llm_stats.csv`` (one row per metric, overall and per stage) and ``PREFIX_llm_stages.csv``
+    (one row per stage; ``<key>_<q>_ms`` columns for each metric's ``stages_csv`` quantiles)."""
     stats_path, stages_path = f"{prefix}_llm_stats.csv", f"{prefix}_llm_stages.csv"
     _parent(stats_path)
     with open(stats_path, "w", newline="") as fh:
         w = csv.writer(fh)
         w.writerow(["scope", "metric", *(f"{c}_ms" if c != "count" else c for c in Q_COLUMNS)])
-        for _label, key in METRIC_ROWS:
-            w.writerow(["all", key.removesuffix("_ms"), *(summary[key][c] for c in Q_COLUMNS)])
+        for m in having("top"):
+            w.writerow(["all", m.key, *(summary[m.summary_key][c] for c in Q_COLUMNS)])
         for st in summary["stages"]:
-            for key in ("ttft_ms", "itl_ms", "tpot_ms", "e2e_ms", "client_queue_ms"):
-                w.writerow([st["name"], key.removesuffix("_ms"), *(st[key][c] for c in Q_COLUMNS)])
+            for m in having("per_stage"):
+                w.writerow([st["name"], m.key, *(st[m.summary_key][c] for c in Q_COLUMNS)])
     with open(stages_path, "w", newline="") as fh:
         w = csv.writer(fh)
         cols = ("name", "users", "rate", "input_len", "start_s", "end_s", "requests", "output_per_s",
                 "prompt_tokens_mean", "client_kv_block_fill", "server_kv_usage_mean", "server_kv_usage_max",
                 "preemptions")  # fmt: skip
-        w.writerow([*cols, "ttft_p50_ms", "ttft_p99_ms", "itl_p50_ms", "itl_p99_ms", "tpot_p50_ms", "e2e_p99_ms"])
+        quantiles = [(m.summary_key, q) for m in having("stages_csv") for q in m.stages_csv]
+        w.writerow([*cols, *(f"{key.removesuffix('_ms')}_{q}_ms" for key, q in quantiles)])
         for st in summary["stages"]:
-            w.writerow([*(st[c] for c in cols), st["ttft_ms"]["p50"], st["ttft_ms"]["p99"], st["itl_ms"]["p50"],
-                        st["itl_ms"]["p99"], st["tpot_ms"]["p50"], st["e2e_ms"]["p99"]])  # fmt: skip
+            w.writerow([*(st[c] for c in cols), *(st[key][q] for key, q in quantiles)])
     return stats_path, stages_path

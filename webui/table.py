@@ -1,7 +1,7 @@
 """The LLM tab's table: columns, and rows built from the telemetry hub's ``live()`` dict.
 
-``live()`` (telemetry/hub.py) gives, per stage in run order, ``{"stage", "requests", "ttft_p50_ms",
-"ttft_p99_ms", "itl_p50_ms", "itl_p99_ms", "tpot_p50_ms", "tpot_p99_ms", "output_tok_s"}`` (merged across
+``live()`` (the hub's live view) gives, per stage in run order, ``{"stage", "requests", "output_tok_s"}`` and
+``<key>_p50_ms`` / ``<key>_p99_ms`` for each live metric of telemetry.metrics (TTFT, ITL, TPOT... merged across
 workers; quantiles from merged sketches), and for the run ``server_kv_usage`` (the latest scrape, 0..1),
 ``client_kv_block_fill`` (0..1) and ``workers``. The table has one row per stage and a last row "now"
 with the current users, all requests so far and the two KV figures. Quantiles are never averaged or
@@ -15,6 +15,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from telemetry.metrics import having, keys
+
 TAB_KEY = "llm"
 MISSING = "—"
 
@@ -24,18 +26,13 @@ COLUMNS: list[tuple[str, str]] = [
     ("stage", "Stage"),
     ("users", "Users"),
     ("requests", "Requests"),
-    ("ttft_p50", "TTFT p50 (ms)"),
-    ("ttft_p99", "TTFT p99 (ms)"),
-    ("itl_p50", "ITL p50 (ms)"),
-    ("itl_p99", "ITL p99 (ms)"),
-    ("tpot_p50", "TPOT p50 (ms)"),
-    ("tpot_p99", "TPOT p99 (ms)"),
+    *((f"{m.key}_{q}", f"{m.label} {q} (ms)") for m in having("live") for q in ("p50", "p99")),
     ("output_tok_s", "Output tok/s"),
     ("server_kv", "Server KV usage"),
     ("client_kv", "Client KV fill"),
 ]
 STRUCTURE = [{"key": key, "title": title} for key, title in COLUMNS]
-LATENCIES = ("ttft", "itl", "tpot")
+LATENCIES = keys("live")
 NOW = "now"
 
 

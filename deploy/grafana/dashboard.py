@@ -7,7 +7,8 @@ The JSON is committed (Grafana provisions it as a file); this script is its sour
 readable. Client-side series are the Locust master's `llm_*` metrics; server-side series are vLLM's own
 `vllm:*` (V1 names, plus the legacy names of older servers such as the seed's v0.6.3) and the master's
 relayed `llm_server_*`; GPU memory comes from `server.gpu_exporter`. Stage boundaries are annotations
-drawn from `llm_stage_info`.
+drawn from `llm_stage_info`. The client latency panels come from telemetry.metrics (one per metric with a
+``panel``), so a new client metric gets its panel there.
 """
 
 from __future__ import annotations
@@ -16,6 +17,12 @@ import json
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+if str(ROOT) not in sys.path:  # run as a script from anywhere: the registry lives in the project
+    sys.path.insert(0, str(ROOT))
+
+from telemetry.metrics import ClientMetric, having  # noqa: E402
 
 OUT = Path(__file__).resolve().parent / "dashboards" / "deepseek-locust.json"
 DATASOURCE = {"type": "prometheus", "uid": "prometheus"}
@@ -44,53 +51,26 @@ def quantile(q: float, metric: str, by: str = "stage") -> str:
     return f"histogram_quantile({q}, sum by ({group}) (rate({metric}_bucket[{RATE}])))"
 
 
-def latency_panel(title: str, client: str, sketch: str, server: list[str], description: str) -> Panel:
+def latency_panel(m: ClientMetric) -> Panel:
+    """Client p50/p99 per stage from the histogram, the merged sketch's p99, and the server's own p99s."""
     targets = [
-        Target(quantile(0.5, client), "client p50 {{stage}}"),
-        Target(quantile(0.99, client), "client p99 {{stage}}"),
-        Target(f'llm_latency_quantile_seconds{{metric="{sketch}", quantile="0.99"}}', "client p99 (merged sketch)"),
+        Target(quantile(0.5, m.prom_name), "client p50 {{stage}}"),
+        Target(quantile(0.99, m.prom_name), "client p99 {{stage}}"),
+        Target(f'llm_latency_quantile_seconds{{metric="{m.key}", quantile="0.99"}}', "client p99 (merged sketch)"),
     ]
-    targets += [Target(quantile(0.99, name, by=""), f"server p99 ({name})") for name in server]
-    return Panel(title, "s", targets, description)
+    targets += [Target(quantile(0.99, name, by=""), f"server p99 ({name})") for name in m.server]
+    return Panel(m.panel_title, "s", targets, m.panel_help)
 
+
+def p99_panel(m: ClientMetric) -> Panel:
+    return Panel(m.panel_title, "s", [Target(quantile(0.99, m.prom_name), "p99 {{stage}}")], m.panel_help)
+
+
+PANEL_KINDS = {"latency": latency_panel, "p99": p99_panel}
+"""ClientMetric.panel -> the function that draws it."""
 
 PANELS: list[Panel] = [
-    latency_panel(
-        "Time to first token",
-        "llm_time_to_first_token_seconds",
-        "ttft",
-        ["vllm:time_to_first_token_seconds"],
-        "Client TTFT from t0 (scheduled send time in open loop) to the first token-bearing chunk; "
-        "the server's own TTFT excludes the network and client queueing.",
-    ),
-    latency_panel(
-        "Inter-token latency",
-        "llm_inter_token_latency_seconds",
-        "itl",
-        ["vllm:inter_token_latency_seconds", "vllm:time_per_output_token_seconds"],
-        "Gap between token-bearing chunks divided by the tokens they carry. Server: V1 ITL, or the legacy "
-        "per-output-token histogram of older vLLM.",
-    ),
-    latency_panel(
-        "Time per output token",
-        "llm_time_per_output_token_seconds",
-        "tpot",
-        ["vllm:request_time_per_output_token_seconds"],
-        "Per request: decode span / (output tokens - 1).",
-    ),
-    latency_panel(
-        "End-to-end latency",
-        "llm_request_duration_seconds",
-        "e2e",
-        ["vllm:e2e_request_latency_seconds"],
-        "From t0 to the end of the stream.",
-    ),
-    Panel(
-        "Decode span p99 (cumulative drift)",
-        "s",
-        [Target(quantile(0.99, "llm_decode_span_seconds"), "p99 {{stage}}")],
-        "Last token minus first token, per request (the seed's cumulative drift, SLO 2500 ms).",
-    ),
+    *(PANEL_KINDS[m.panel](m) for m in having("panel")),
     Panel(
         "Tokens per second",
         "short",

@@ -13,20 +13,15 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from html import escape
 
+from telemetry.metrics import having
 from telemetry.report.attribution_view import attribution
 from telemetry.report.fmt import badge, ms, num, ratio, table
 from telemetry.report.parts import Q_KEYS, figure, note, q_row, qv, section
 from telemetry.report.svg import PALETTE, Marker, Series, line_chart
 from telemetry.report.timeline import distributions, server_timeline
 
-LATENCY_ROWS = {
-    "ttft_ms": "TTFT",
-    "itl_ms": "ITL",
-    "inter_chunk_ms": "inter-chunk",
-    "tpot_ms": "TPOT",
-    "e2e_ms": "E2E",
-    "decode_span_ms": "decode span",
-}
+LATENCY_ROWS = {m.summary_key: m.label for m in having("top")}
+"""Summary key -> label of the latency table's rows."""
 
 
 # ---- overview -------------------------------------------------------------------------------------
@@ -41,8 +36,8 @@ def overview(s: Mapping) -> str:
         ("requests", f"{num(req.get('total'))}", f"{num(req.get('ok'))} ok · {num(req.get('failed'))} failed"),
         ("output tokens/s", num(tok.get("output_per_s")),
          f"{num(tok.get('output'))} tokens ({tok.get('source', '?')})"),
-        ("TTFT p99", f"{ms(qv(s.get('ttft_ms'), 'p99'))} ms", f"p50 {ms(qv(s.get('ttft_ms'), 'p50'))} ms"),
-        ("ITL p99", f"{ms(qv(s.get('itl_ms'), 'p99'))} ms", f"p50 {ms(qv(s.get('itl_ms'), 'p50'))} ms"),
+        *((f"{m.label} p99", f"{ms(qv(s.get(m.summary_key), 'p99'))} ms",
+           f"p50 {ms(qv(s.get(m.summary_key), 'p50'))} ms") for m in having("report_card")),
         ("goodput", f"{num(s.get('goodput_rps'), 2)} req/s", "requests/s meeting every SLO"),
         ("server KV max", ratio((srv.get("kv_cache_usage") or {}).get("max")),
          f"{num(srv.get('preemptions'))} preemptions, {num(srv.get('requests_waiting_max'))} waiting max"),
@@ -113,42 +108,44 @@ def stages(s: Mapping) -> str:
              Series("requests/s", xs, [_rps(st) for st in measured], PALETTE[2], right=True, dashed=True)],
             x_label=x_label, y_label="output tokens/s", y2_label="requests/s", markers=markers, x_names=names,
         )
-        ttft = line_chart(
-            "TTFT against load",
-            [Series("TTFT p50", xs, [qv(st.get("ttft_ms"), "p50") for st in measured], PALETTE[0]),
-             Series("TTFT p99", xs, [qv(st.get("ttft_ms"), "p99") for st in measured], PALETTE[1])],
-            x_label=x_label, y_label="ms", markers=markers, x_names=names,
-        )
-        itl = line_chart(
-            "ITL and TPOT against load",
-            [Series("ITL p50", xs, [qv(st.get("itl_ms"), "p50") for st in measured], PALETTE[0]),
-             Series("ITL p99", xs, [qv(st.get("itl_ms"), "p99") for st in measured], PALETTE[1]),
-             Series("TPOT p99", xs, [qv(st.get("tpot_ms"), "p99") for st in measured], PALETTE[3], dashed=True)],
-            x_label=x_label, y_label="ms", markers=markers, x_names=names,
-        )
-        parts.append('<div class="grid">' + figure(thr) + figure(ttft) + figure(itl) + "</div>")
+        latency = [line_chart(f"{title} against load", series, x_label=x_label, y_label="ms", markers=markers,
+                              x_names=names) for title, series in _load_series(measured, xs).items()]  # fmt: skip
+        parts.append('<div class="grid">' + figure(thr) + "".join(figure(f) for f in latency) + "</div>")
     else:
         parts.append(note("One stage only: no curve against concurrency (run a --shape sweep for one)."))
     knee_text = f"Saturation knee: {knee} — {sat.get('reason', '')}" if knee else f"No knee: {sat.get('reason', 'n/a')}"
     parts.append(note(knee_text))
     rows = []
+    quantiles = [(m, q) for m in having("report_stage") for q in m.report_stage]
     for st in sts:
         mark = ' class="knee"' if st.get("name") == knee else ' class="warmup"' if st.get("warmup") else ""
         cells = [
             escape(str(st.get("name"))), num(st.get("users")), num(st.get("rate"), 2), escape(str(st.get("input_len"))),
             num(_span(st)), num(st.get("requests")), num(st.get("output_per_s")),
-            ms(qv(st.get("ttft_ms"), "p50")), ms(qv(st.get("ttft_ms"), "p99")), ms(qv(st.get("itl_ms"), "p50")),
-            ms(qv(st.get("itl_ms"), "p99")), ms(qv(st.get("tpot_ms"), "p99")), ms(qv(st.get("e2e_ms"), "p99")),
-            ms(qv(st.get("client_queue_ms"), "p99")), ratio(st.get("client_kv_block_fill")),
+            *(ms(qv(st.get(m.summary_key), q)) for m, q in quantiles), ratio(st.get("client_kv_block_fill")),
             ratio(st.get("server_kv_usage_mean")), ratio(st.get("server_kv_usage_max")), num(st.get("preemptions")),
         ]
         rows.append(f"<tr{mark}>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
-    headers = ["stage", "users", "rate", "input len", "s", "requests", "out tok/s", "TTFT p50", "TTFT p99", "ITL p50",
-               "ITL p99", "TPOT p99", "E2E p99", "queue p99", "client KV fill", "server KV mean", "server KV max",
+    headers = ["stage", "users", "rate", "input len", "s", "requests", "out tok/s",
+               *(f"{m.label} {q}" for m, q in quantiles), "client KV fill", "server KV mean", "server KV max",
                "preempt."]
     head = "".join(f"<th>{escape(h)}</th>" for h in headers)
     parts.append(f'<table class="num"><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table>')
     return section("stages", "Stages", *parts)
+
+
+def _load_series(measured: Sequence[Mapping], xs: list[float]) -> dict[str, list[Series]]:
+    """Plot title -> series, for the metrics drawn against load (``load_chart``): the first metric of a plot
+    in solid lines, the others dashed."""
+    plots: dict[str, list[Series]] = {}
+    for m in having("load_chart"):
+        series = plots.setdefault(m.load_chart, [])
+        first = not series
+        for q in m.load_quantiles:
+            color = PALETTE[len(series) if first else len(series) + 1]
+            values = [qv(st.get(m.summary_key), q) for st in measured]
+            series.append(Series(f"{m.label} {q}", xs, values, color, dashed=not first))
+    return plots
 
 
 def _span(st: Mapping) -> float | None:
@@ -174,11 +171,11 @@ def versions(s: Mapping) -> str:
     vs = s.get("versions") or {}
     if not vs:
         return ""
-    rows = [[escape(str(v)), num(d.get("requests")), ms(qv(d.get("ttft_ms"), "p50")), ms(qv(d.get("ttft_ms"), "p99")),
-             ms(qv(d.get("itl_ms"), "p50")), ms(qv(d.get("itl_ms"), "p99"))] for v, d in vs.items()]
-    return section("versions", "Route versions",
-                    table(["version", "requests", "TTFT p50", "TTFT p99", "ITL p50", "ITL p99"], rows, cls="num",
-                          raw=True))
+    quantiles = [(m, q) for m in having("report_versions") for q in m.report_versions]
+    rows = [[escape(str(v)), num(d.get("requests")), *(ms(qv(d.get(m.summary_key), q)) for m, q in quantiles)]
+            for v, d in vs.items()]
+    headers = ["version", "requests", *(f"{m.label} {q}" for m, q in quantiles)]
+    return section("versions", "Route versions", table(headers, rows, cls="num", raw=True))
 
 
 SECTIONS: dict[str, Callable[[Mapping], str]] = {

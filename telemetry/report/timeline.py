@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 
+from telemetry.metrics import having
 from telemetry.report.fmt import ms, num
 from telemetry.report.parts import figure, note, qv, section
 from telemetry.report.svg import PALETTE, Band, Marker, Series, histogram_chart, line_chart
@@ -46,7 +47,8 @@ def _distribution(title: str, h, q: Mapping | None) -> str:
     )
 
 
-DISTRIBUTIONS = {"ttft": "TTFT", "itl": "ITL", "tpot": "TPOT", "e2e": "E2E", "decode_span": "decode span"}
+DISTRIBUTIONS = {m.key: m.label for m in having("distribution")}
+"""Key of the summary's ``histograms`` -> label."""
 
 
 def distributions(s: Mapping) -> str:

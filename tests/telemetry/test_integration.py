@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from telemetry.buckets import BOUNDS
+from telemetry.metrics import BOUNDS
 from tests.support import LOCUST, PY, Proc, free_port, wait_http
 
 pytestmark = pytest.mark.slow

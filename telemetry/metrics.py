@@ -1,0 +1,184 @@
+"""The client metrics, each defined once: what it is, how it is taken from a result, and where it shows.
+
+Every consumer iterates :data:`CLIENT_METRICS` (in this order): the recorder (sketches per cell, fixed-bucket
+histograms, per-slot sketches), the exporter (histogram families, ``llm_latency_quantile_seconds``), the
+summary (top-level and per-stage ``<key>_ms``, ``histograms``, ``versions``), the console table and the CSV
+files, the hub's live view and the web UI's LLM tab, the HTML report and the Grafana dashboard generator.
+Values are recorded in seconds; people see milliseconds (``<key>_ms``), Prometheus sees seconds.
+
+To add a client metric, add one :class:`ClientMetric` below (and, when it is a new quantity, a property of
+:class:`~users.result.GenerationResult` for ``take``); every output picks it up from its flags.
+
+    for m in CLIENT_METRICS:
+        if m.top:
+            print(m.label, summary[m.summary_key]["p99"])
+    BY_KEY["ttft"].take(result)  # seconds, or None when the request has no such value
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from operator import attrgetter, methodcaller
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from telemetry.buckets import SUB_10MS, VLLM_ITL, VLLM_REQUEST, VLLM_TTFT
+
+if TYPE_CHECKING:  # no import at run time: the dashboard generator reads this module without Locust
+    from users.result import GenerationResult
+
+_EMPTY = np.zeros(0, dtype=np.float64)
+Take = Callable[["GenerationResult"], "float | np.ndarray | None"]
+
+
+@dataclass(frozen=True, slots=True)
+class ClientMetric:
+    """One client-side latency metric and every place it appears."""
+
+    key: str
+    """Short name: the sketch/histogram key, ``<key>_ms`` in the summary, ``metric`` in the stats CSV and in
+    ``llm_latency_quantile_seconds``, ``<key>_p50``/``_p99`` in the web tab."""
+    label: str
+    """For people: console rows, table headings, plot titles (``TTFT``)."""
+    take: Take
+    """The value of one ok request in seconds (None: the request has none), or with ``samples`` an array."""
+    samples: bool = False
+    """``take`` returns an array of samples (ITL: k samples of g/k per chunk); recorded vectorized."""
+    at: Callable[[GenerationResult], float | np.ndarray] | None = None
+    """For ``windowed``: when the value happened (perf_counter; an array aligned with the samples for
+    ``samples``). None: the end of the request."""
+    unit: str = "s"
+    """Unit of the recorded values (shown as ms)."""
+    prom_name: str | None = None
+    """Prometheus histogram family (base unit seconds), or None when the metric is not exported as one."""
+    prom_help: str = ""
+    bounds: tuple[float, ...] = ()
+    """Histogram upper bounds (``le``, seconds; +Inf implicit) for ``prom_name``, from telemetry.buckets."""
+    windowed: bool = False
+    """Also sketched per wall-clock slot (the summary's ``timeseries``, attribution windows)."""
+    top: bool = True
+    """In the summary top level (``<key>_ms``), the console table, the stats CSV's ``all`` rows, the report's
+    latency table and ``llm_latency_quantile_seconds``."""
+    per_stage: bool = False
+    """``<key>_ms`` in each summary stage and rows per stage in the stats CSV."""
+    stages_csv: tuple[str, ...] = ()
+    """Quantiles given as ``<key>_<q>_ms`` columns of the stages CSV."""
+    live: bool = False
+    """p50/p99 per stage in the hub's live view and the web UI's LLM tab."""
+    stage_table: int = 0
+    """Width of its p50/p99 column in the console's per-stage table (0: not shown there)."""
+    versions: bool = False
+    """``<key>_ms`` per route version (summary ``versions``)."""
+    distribution: bool = False
+    """A log-binned distribution in the summary's ``histograms`` and a plot in the report."""
+    report_stage: tuple[str, ...] = ()
+    """Quantiles in the report's stages table."""
+    report_versions: tuple[str, ...] = ()
+    """Quantiles in the report's route versions table."""
+    report_card: bool = False
+    """A p99 (p50 under it) card in the report's overview."""
+    load_chart: str | None = None
+    """Report plot against load this metric is drawn in (metrics naming the same plot share it)."""
+    load_quantiles: tuple[str, ...] = ("p50", "p99")
+    panel: str | None = None
+    """Grafana panel: ``latency`` (client p50/p99 per stage, merged-sketch p99, server p99s) or ``p99``."""
+    panel_title: str = ""
+    panel_help: str = ""
+    server: tuple[str, ...] = ()
+    """vLLM's histograms of the same quantity, drawn next to the client's on the dashboard."""
+
+    @property
+    def summary_key(self) -> str:
+        return f"{self.key}_ms"
+
+    @property
+    def histogram(self) -> bool:
+        return self.prom_name is not None
+
+
+def _itl(r: GenerationResult) -> np.ndarray:
+    """``r.itl_samples()`` without the copy when every chunk carries one token (then the samples are the gaps)."""
+    if len(r.chunk_times) < 2:
+        return _EMPTY
+    gaps = np.diff(r.chunk_times)
+    k = np.asarray(r.chunk_tokens[1:], dtype=np.int64)
+    return gaps if gaps.size == int(k.sum()) else np.repeat(gaps / k, k)
+
+
+def _per_token_times(r: GenerationResult) -> np.ndarray:
+    """Arrival time of each ITL sample: a chunk's time repeated once per token it carries."""
+    k = np.asarray(r.chunk_tokens[1:], dtype=np.int64)
+    times = np.asarray(r.chunk_times[1:], dtype=np.float64)
+    return times if k.size == int(k.sum()) else np.repeat(times, k)
+
+
+CLIENT_METRICS: tuple[ClientMetric, ...] = (
+    ClientMetric(
+        "ttft", "TTFT", attrgetter("ttft_s"), at=lambda r: float(r.chunk_times[0]),
+        prom_name="llm_time_to_first_token_seconds", prom_help="Time to first token (client side)",
+        bounds=VLLM_TTFT, windowed=True, per_stage=True, stages_csv=("p50", "p99"), live=True, stage_table=17,
+        versions=True, distribution=True, report_stage=("p50", "p99"), report_versions=("p50", "p99"),
+        report_card=True, load_chart="TTFT", panel="latency", panel_title="Time to first token",
+        panel_help="Client TTFT from t0 (scheduled send time in open loop) to the first token-bearing chunk; "
+        "the server's own TTFT excludes the network and client queueing.",
+        server=("vllm:time_to_first_token_seconds",),
+    ),
+    ClientMetric(
+        "itl", "ITL", _itl, samples=True, at=_per_token_times,
+        prom_name="llm_inter_token_latency_seconds",
+        prom_help="Inter-token latency (client side; k samples of g/k per chunk)",
+        bounds=SUB_10MS + VLLM_ITL, windowed=True, per_stage=True, stages_csv=("p50", "p99"), live=True,
+        stage_table=15, versions=True, distribution=True, report_stage=("p50", "p99"),
+        report_versions=("p50", "p99"), report_card=True, load_chart="ITL and TPOT", panel="latency",
+        panel_title="Inter-token latency",
+        panel_help="Gap between token-bearing chunks divided by the tokens they carry. Server: V1 ITL, or the "
+        "legacy per-output-token histogram of older vLLM.",
+        server=("vllm:inter_token_latency_seconds", "vllm:time_per_output_token_seconds"),
+    ),
+    ClientMetric(
+        "tpot", "TPOT", attrgetter("tpot_s"),
+        prom_name="llm_time_per_output_token_seconds", prom_help="Time per output token per request (client side)",
+        bounds=SUB_10MS + VLLM_ITL, windowed=True, per_stage=True, stages_csv=("p50",), live=True, stage_table=15,
+        versions=True, distribution=True, report_stage=("p99",), load_chart="ITL and TPOT", load_quantiles=("p99",),
+        panel="latency", panel_title="Time per output token",
+        panel_help="Per request: decode span / (output tokens - 1).",
+        server=("vllm:request_time_per_output_token_seconds",),
+    ),
+    ClientMetric(
+        "e2e", "E2E", attrgetter("e2e_s"),
+        prom_name="llm_request_duration_seconds", prom_help="End-to-end request latency (client side)",
+        bounds=VLLM_REQUEST, windowed=True, per_stage=True, stages_csv=("p99",), versions=True, distribution=True,
+        report_stage=("p99",), panel="latency", panel_title="End-to-end latency",
+        panel_help="From t0 to the end of the stream.", server=("vllm:e2e_request_latency_seconds",),
+    ),
+    ClientMetric("inter_chunk", "inter-chunk", methodcaller("inter_chunk_samples"), samples=True),
+    ClientMetric(
+        "decode_span", "decode span", attrgetter("decode_span_s"),
+        prom_name="llm_decode_span_seconds", prom_help="Last token minus first token per request (the seed's drift)",
+        bounds=VLLM_REQUEST, versions=True, distribution=True, panel="p99",
+        panel_title="Decode span p99 (cumulative drift)",
+        panel_help="Last token minus first token, per request (the seed's cumulative drift, SLO 2500 ms).",
+    ),
+    ClientMetric(
+        "client_queue", "queue", lambda r: max(r.client_queue_s, 0.0), top=False, per_stage=True,
+        report_stage=("p99",),
+    ),
+)
+"""Every client metric, in display order."""
+
+BY_KEY: dict[str, ClientMetric] = {m.key: m for m in CLIENT_METRICS}
+
+BOUNDS: dict[str, tuple[float, ...]] = {m.key: m.bounds for m in CLIENT_METRICS if m.histogram}
+"""Histogram upper bounds per histogram metric (seconds)."""
+
+
+def keys(flag: str) -> tuple[str, ...]:
+    """Keys of the metrics whose ``flag`` field is set, in registry order (``keys("windowed")``)."""
+    return tuple(m.key for m in CLIENT_METRICS if getattr(m, flag))
+
+
+def having(flag: str) -> tuple[ClientMetric, ...]:
+    """The metrics whose ``flag`` field is set, in registry order."""
+    return tuple(m for m in CLIENT_METRICS if getattr(m, flag))
