@@ -9,6 +9,7 @@ metric they share are checked together. (No cluster here.)"""
 from __future__ import annotations
 
 import re
+import runpy
 import shutil
 import subprocess
 from functools import cache
@@ -74,7 +75,7 @@ def test_kustomization_lists_existing_files():
     for res in kust["resources"]:
         assert (K8S / res).is_file(), res
     text = (K8S / "kustomization.yaml").read_text()
-    for optional in ("sim.yaml", "vllm.yaml", "hpa.yaml", "monitoring.yaml"):  # offered, commented out
+    for optional in ("sim.yaml", "vllm.yaml", "hpa.yaml", "monitoring.yaml", "prometheus-rules.yaml"):  # commented out
         assert f"# - {optional}" in text and (K8S / optional).is_file()
     images = {i["name"] for i in kust["images"]}
     used = {c["image"] for o in _objects("Deployment") for c in o["spec"]["template"]["spec"]["containers"]}
@@ -151,7 +152,7 @@ OPERATOR_GROUP = "monitoring.coreos.com/v1"
 VARIANTS = {
     "base": (),
     "sim+monitoring": ("sim.yaml", "monitoring.yaml"),
-    "vllm+hpa+monitoring": ("vllm.yaml", "hpa.yaml", "monitoring.yaml"),
+    "vllm+hpa+monitoring": ("vllm.yaml", "hpa.yaml", "monitoring.yaml", "prometheus-rules.yaml"),
 }
 
 
@@ -283,8 +284,34 @@ def _monitor_schema(kind: str, endpoints: str) -> dict:
     }  # fmt: skip
 
 
-MONITOR_SCHEMAS = {"ServiceMonitor": _monitor_schema("ServiceMonitor", "endpoints"),
-                   "PodMonitor": _monitor_schema("PodMonitor", "podMetricsEndpoints")}  # fmt: skip
+_RULE = {
+    "type": "object", "additionalProperties": False, "required": ["expr"],
+    "oneOf": [{"required": ["record"]}, {"required": ["alert"]}],
+    "properties": {
+        "record": {"type": "string"}, "alert": {"type": "string"}, "expr": {"type": ["string", "integer"]},
+        "for": {"type": "string", "pattern": _DURATION},
+        "labels": {"type": "object", "additionalProperties": {"type": "string"}},
+        "annotations": {"type": "object", "additionalProperties": {"type": "string"}},
+    },
+}  # fmt: skip
+MONITOR_SCHEMAS = {
+    "ServiceMonitor": _monitor_schema("ServiceMonitor", "endpoints"),
+    "PodMonitor": _monitor_schema("PodMonitor", "podMetricsEndpoints"),
+    "PrometheusRule": {
+        "type": "object", "additionalProperties": False, "required": ["apiVersion", "kind", "metadata", "spec"],
+        "properties": {
+            "apiVersion": {"const": OPERATOR_GROUP}, "kind": {"const": "PrometheusRule"},
+            "metadata": {"type": "object", "required": ["name"]},
+            "spec": {"type": "object", "additionalProperties": False, "required": ["groups"], "properties": {
+                "groups": {"type": "array", "minItems": 1, "items": {
+                    "type": "object", "additionalProperties": False, "required": ["name", "rules"],
+                    "properties": {"name": {"type": "string"}, "interval": {"type": "string", "pattern": _DURATION},
+                                   "rules": {"type": "array", "minItems": 1, "items": _RULE}},
+                }},
+            }},
+        },
+    },
+}  # fmt: skip
 
 
 def test_operator_objects_have_the_operators_structure(render):
@@ -292,7 +319,7 @@ def test_operator_objects_have_the_operators_structure(render):
     assert {o["kind"] for o in monitors} == set(MONITOR_SCHEMAS)
     for o in monitors:
         jsonschema.validate(o, MONITOR_SCHEMAS[o["kind"]])
-    broken = yaml.safe_load(yaml.safe_dump(monitors[0]))
+    broken = yaml.safe_load(yaml.safe_dump(next(o for o in monitors if o["kind"] != "PrometheusRule")))
     broken["spec"]["endpoints" if broken["kind"] == "ServiceMonitor" else "podMetricsEndpoints"][0]["interval"] = "5"
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate(broken, MONITOR_SCHEMAS[broken["kind"]])
@@ -310,7 +337,7 @@ def test_monitors_scrape_every_exporter_under_the_compose_job_names(render):
     pods = [o["spec"]["template"] for o in objs if o["kind"] == "Deployment"]
     services = [o for o in objs if o["kind"] == "Service"]
     jobs = {}
-    for m in (o for o in objs if o["apiVersion"] == OPERATOR_GROUP):
+    for m in (o for o in objs if o["kind"] in ("PodMonitor", "ServiceMonitor")):
         match = m["spec"]["selector"]["matchLabels"].items()
         if m["kind"] == "PodMonitor":
             selected = [p for p in pods if match <= p["metadata"]["labels"].items()]
@@ -409,3 +436,20 @@ def test_gpu_exporter_requests_the_gpu_it_reports():
     vllm = _container("llm-server-vllm", "vllm")
     assert str(vllm["resources"]["limits"]["nvidia.com/gpu"]) == option(_argv(vllm), "--tensor-parallel-size")
     assert [c["name"] for c in _deployment("llm-server-vllm")["spec"]["template"]["spec"]["containers"]] == ["vllm"]
+
+
+# ---- the rules for Operator clusters ----------------------------------------------------------------------------
+def test_prometheus_rule_is_the_rule_files_current_copy(tmp_path):
+    """deploy/k8s/prometheus-rules.yaml is generated from deploy/prometheus/rules/ and promtool accepts its groups."""
+    gen = runpy.run_path(str(ROOT / "deploy" / "prometheus" / "operator_rules.py"))
+    assert (K8S / "prometheus-rules.yaml").read_text() == gen["render"](), (
+        "stale: run python deploy/prometheus/operator_rules.py"
+    )
+    (rule,) = _objects("PrometheusRule")
+    files = sorted((ROOT / "deploy" / "prometheus" / "rules").glob("*.yml"))
+    assert rule["spec"]["groups"] == [g for f in files for g in yaml.safe_load(f.read_text())["groups"]]
+    extracted = tmp_path / "rules.yml"
+    extracted.write_text(yaml.safe_dump({"groups": rule["spec"]["groups"]}))
+    promtool = require_tool("promtool", "prometheus")
+    proc = subprocess.run([promtool, "check", "rules", str(extracted)], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
