@@ -8,6 +8,7 @@ counts what it served) and ``server.sim`` (vLLM-like, V1 metric names). Every ru
 from __future__ import annotations
 
 import json
+import re
 import signal
 import time
 import urllib.parse
@@ -124,15 +125,24 @@ def test_sigterm_to_the_master_still_collects_every_workers_final_report(tmp_pat
 def test_worker_killed_mid_run_leaves_a_summary_and_a_warning(tmp_path):
     server, host = _scripted()
     with server:
-        out, _rc, s, rows, workers = _distributed(
+        out, rc, s, rows, workers = _distributed(
             host, tmp_path, 12, ["--server-metrics-url", "off", "--prometheus-port", "0"], kill_after=4.0
         )
     assert workers[0].popen.returncode == -signal.SIGKILL
-    assert "stopped sending heartbeats" in out and "WARNING: worker" in out, out[-3000:]
+    # a lost worker is a warning, not an error: every request that was reported succeeded, so Locust exits 0
+    assert rc == 0, out[-3000:]
+    # warned once while running (not at every check of the worker list) and once in the final summary
+    assert out.count("stopped sending heartbeats") == 1 and out.count("was lost mid-run") == 1, out[-3000:]
     assert len(s["workers_lost"]) == 1 and s["workers"] == 2
-    survivor = [r for r in _rows([tmp_path / "w1.jsonl"])]
-    # the summary holds the survivor's results and what the dead worker reported before it died
-    assert len(survivor) < s["requests"]["total"] <= len(rows)
+    shipped = re.search(r"stopped sending heartbeats .* keeps the (\d+) requests it reported", out)
+    assert shipped is not None, out[-3000:]
+    shipped_n = int(shipped.group(1))
+    survivor, dead = _rows([tmp_path / "w1.jsonl"]), _rows([tmp_path / "w0.jsonl"])
+    # it ran 4 s (more than one 3 s report) and cannot have reported more than it recorded
+    assert 0 < shipped_n <= len(dead), (shipped_n, len(dead))
+    # the summary holds exactly the survivor's results and what the dead worker shipped before it died
+    assert s["requests"]["total"] == len(survivor) + shipped_n, (s["requests"], len(survivor), shipped_n)
+    assert s["requests"]["failed"] == 0
     assert "LLM summary" in out
 
 
@@ -214,9 +224,12 @@ def test_real_prometheus_scrapes_the_master_exporter(tmp_path):
             master.wait(120)
             out = master.output()
     assert prom_p50 is not None and kv is not None, out[-3000:]
-    assert 0.0 <= kv <= 1.0
     s = json.loads(summary_path.read_text())
     assert s["server"]["metric_names"] == "vllm-v1" and s["server"]["scrapes"] > 10
+    # the load goes to the scripted server; the simulator only answers /metrics, so its KV pool is empty: the
+    # relayed gauge is the server's (0), not the client's block fill of its own in-flight requests (> 0)
+    assert kv == 0.0 and s["server"]["kv_cache_usage"]["max"] == 0.0
+    assert s["client_kv_block_fill"]["mean"] > 0.0
     # Prometheus interpolates inside vLLM's buckets: its median must sit in the bucket of the merged p50
     p50 = s["ttft_ms"]["p50"] / 1000
     assert 0.070 <= p50 < 0.080, s["ttft_ms"]

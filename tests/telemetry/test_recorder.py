@@ -124,8 +124,11 @@ def test_windows_slots_follow_wall_clock():
 
 
 def test_merge_rejects_foreign_state():
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match=r"telemetry state version 99 is not"):
         Recorder().merge({"v": 99})
+    state = Recorder(slot_s=2.0).to_dict()
+    with pytest.raises(ValueError, match=r"slot width 2\.0 differs from 1\.0"):
+        Recorder(slot_s=1.0).merge(state)
 
 
 def test_bucket_boundaries_are_vllms_plus_sub_10ms():
@@ -140,20 +143,20 @@ def test_bucket_boundaries_are_vllms_plus_sub_10ms():
 
 def test_itl_split_into_wall_clock_slots_keeps_every_sample():
     rec = Recorder(slot_s=1.0)
+    offset = time.time() - time.perf_counter()  # the test's own perf -> wall mapping (same clocks, microseconds apart)
+    base = math.floor(time.time()) - 20  # a whole wall-clock second in the past: slot `base` starts there
     itl = np.array([0.3, 0.6, 0.2, 0.9, 0.45, 0.7, 0.3, 0.8, 0.5])  # ~4.75 s of decode: several slots
-    r = make_result(ttft=0.1, itl=itl, tokens=10)
+    # t0 at base + 0.05 s, first token 0.1 s later: chunks arrive at base + 0.15, 0.45, 1.05, 1.25, 2.15, 2.6, 3.3,
+    # 3.6, 4.4, 4.9 s, every one >= 50 ms from a second boundary
+    e2e = 0.1 + float(itl.sum()) + 0.001
+    r = make_result(ttft=0.1, itl=itl, tokens=10, end=base + 0.05 - offset + e2e)
     rec.record(r)
-    slot_itl = [s.sketches["itl"] for s in rec.slots.values() if s.sketches["itl"].count]
-    assert len(slot_itl) >= 4
-    assert sum(s.count for s in slot_itl) == 9
-    assert math.isclose(sum(s.sum for s in slot_itl), float(itl.sum()), rel_tol=1e-9)
-    assert min(s.min for s in slot_itl) == pytest.approx(0.2) and max(s.max for s in slot_itl) == pytest.approx(0.9)
-    # each slot holds exactly the gaps of the chunks that arrived in that wall-clock second
-    arrival = np.floor((r.chunk_times[1:] + rec._wall_offset) / rec.slot_s).astype(int)
-    for i, slot in rec.slots.items():
-        mine = itl[arrival == i]
-        assert slot.sketches["itl"].count == mine.size
-        if mine.size:
-            assert slot.sketches["itl"].min == pytest.approx(mine.min()) and slot.sketches["itl"].sum == pytest.approx(
-                mine.sum()
-            )
+    # each slot holds exactly the gaps of the chunks that arrived in that wall-clock second (gap i ends at chunk i+1)
+    expected = {base: [0.3], base + 1: [0.6, 0.2], base + 2: [0.9, 0.45], base + 3: [0.7, 0.3], base + 4: [0.8, 0.5]}
+    got = {i: s.sketches["itl"] for i, s in rec.slots.items() if s.sketches["itl"].count}
+    assert sorted(got) == sorted(expected)
+    for i, gaps in expected.items():
+        sk = got[i]
+        assert sk.count == len(gaps), i
+        assert sk.sum == pytest.approx(sum(gaps)) and sk.min == pytest.approx(min(gaps)), i
+        assert sk.max == pytest.approx(max(gaps)), i
