@@ -1,4 +1,4 @@
-"""webui.table: rows of the LLM tab from the hub's live() dict (telemetry/hub.py's shape)."""
+"""webui.table: rows of the LLM tab from the live figures (telemetry/live.py's shape, via hub.live())."""
 
 from __future__ import annotations
 
