@@ -101,6 +101,8 @@ def prometheus_config(ports: Ports) -> str:
         for sc in job["static_configs"]:
             assert all(t in local for t in sc["targets"]), f"unknown target in {sc}"
             sc["targets"] = [f"127.0.0.1:{local[t]}" for t in sc["targets"]]
+    # rule files are relative to the config's directory: keep them pointing into deploy/
+    cfg["rule_files"] = [str(ROOT / "deploy" / pattern) for pattern in cfg["rule_files"]]
     return yaml.safe_dump(cfg)
 
 
@@ -180,6 +182,7 @@ def test_compose_commands_work_together_natively(tmp_path):
             assert not missing, f"dashboard metrics with no series: {missing}\n{master.output()[-3000:]}"
             for title, expr in _key_queries():
                 assert _result(base, concrete(expr, "1m")), f"{title}: no data for {expr}"
+            _check_rules(base, procs)
             urllib.request.urlopen(urllib.request.Request(web + "/stop", method="POST"), timeout=10).read()
             master.stop(timeout=30)  # SIGTERM, as `docker-compose stop` sends: the master writes its files
             worker.wait(timeout=30)  # and tells the worker to quit
@@ -188,6 +191,25 @@ def test_compose_commands_work_together_natively(tmp_path):
         assert "<html" in (tmp_path / "results" / "report.html").read_text()[:2000].lower()
         for p in (master, worker):
             assert "Traceback" not in p.output(), f"{p.name}:\n{p.output()[-3000:]}"
+
+
+def _check_rules(base: str, procs: list[Proc]) -> None:
+    """deploy/prometheus/rules loaded and evaluating without errors; the TTFT percentiles recorded from both sides;
+    no alert even pending during a healthy run on the simulator."""
+    files = sorted((ROOT / "deploy" / "prometheus" / "rules").glob("*.yml"))
+    expected = sum(len(g["rules"]) for f in files for g in yaml.safe_load(f.read_text())["groups"])
+
+    def healthy() -> list[dict]:
+        with urllib.request.urlopen(base + "/api/v1/rules", timeout=10) as r:
+            rules = [r for g in json.load(r)["data"]["groups"] for r in g["rules"]]
+        evaluated = all(r["health"] == "ok" for r in rules)
+        return rules if len(rules) == expected and evaluated else []
+
+    rules = _poll(healthy, 30, f"{expected} rules loaded and evaluated with health ok", procs)
+    assert not [r for r in rules if r.get("lastError")], rules
+    for name in ("llm:ttft_seconds:p50", "llm:itl_seconds:p95", "server:ttft_seconds:p50", "server:tpot_seconds:p99"):
+        _poll(lambda name=name: _result(base, f"{name} > 0"), 30, f"a recorded {name}", procs)
+    assert _result(base, "ALERTS") == [], "an alert is pending during a healthy run"
 
 
 def _gpu_serving(port: int) -> bool:
