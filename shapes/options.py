@@ -11,8 +11,6 @@ grammar and defaults are in :mod:`shapes.values`; ``--shape``'s choices come fro
 
 from __future__ import annotations
 
-from functools import partial
-
 from shapes.registry import NONE, shape_help, shape_names
 from shapes.values import (
     ARRIVAL_DEFAULT,
@@ -21,18 +19,10 @@ from shapes.values import (
     STAGE_WARMUP_DEFAULT,
     parse_arrival,
     parse_length_sweep,
-    parse_pool,
     parse_rates,
-    parse_seconds,
     parse_users_list,
 )
-from workload.argtypes import as_text
-
-
-def _seconds(option: str, allow_zero: bool):
-    check = as_text(partial(parse_seconds, option=option, allow_zero=allow_zero))
-    check.__name__ = "seconds"
-    return check
+from workload.argtypes import as_text, non_negative_seconds, positive_int, seconds
 
 
 def add_arguments(parser) -> None:
@@ -52,14 +42,14 @@ def add_arguments(parser) -> None:
     )
     parser.add_argument(
         "--stage-duration",
-        type=_seconds("--stage-duration", allow_zero=False),
+        type=as_text(seconds),
         default=STAGE_DURATION_DEFAULT,
         env_var="LOCUST_STAGE_DURATION",
         help="Seconds each stage is held (measured), counted from when its user count is running",
     )
     parser.add_argument(
         "--stage-warmup",
-        type=_seconds("--stage-warmup", allow_zero=True),
+        type=as_text(non_negative_seconds),
         default=STAGE_WARMUP_DEFAULT,
         env_var="LOCUST_STAGE_WARMUP",
         help="Seconds of warm-up before each stage, left out of its numbers (a separate 'warmup ...' stage)",
@@ -87,7 +77,7 @@ def add_arguments(parser) -> None:
     )
     parser.add_argument(
         "--max-concurrency",
-        type=as_text(parse_pool),
+        type=as_text(positive_int),
         default=MAX_CONCURRENCY_DEFAULT,
         env_var="LOCUST_MAX_CONCURRENCY",
         help="Open loop: users (in-flight requests) across all workers; when all are busy, scheduled sends wait "
