@@ -101,7 +101,7 @@ def test_text_report(capsys):
         assert any(ln.split()[:2] == [language, "single"] for ln in lines), language
         assert any(ln.split()[:2] == [language, "batch"] for ln in lines), language
     assert any(ln.split()[:2] == ["256", "batch"] for ln in lines)
-    assert "µs/token  tok/s" in out and "allocation seen by tracemalloc" in out
+    assert "µs/token   tok/s" in out and "allocation seen by tracemalloc" in out
     assert NOTE in out and "invisible to tracemalloc" in out and "CHECK FAILED" not in out
 
 

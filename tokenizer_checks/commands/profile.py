@@ -283,11 +283,11 @@ def _num(value: float | None, fmt: str = ".3f") -> str:
 
 def _table(entries: list[dict], label: str, names: list[str], clock: str) -> list[str]:
     """One row per entry and mode: each tokenizer's µs/token and tokens/s (wall clock), then the ratios."""
-    width = max(19, *(len(n) + 1 for n in names))
-    rwidth = max(12, *(len(n) + 7 for n in names[1:]))
+    width = max(20, *(len(n) + 2 for n in names))
+    rwidth = max(12, *(len(n) + 8 for n in names[1:]))
     head = f"    {label:<11}{'mode':<7}" + "".join(f"{n:>{width}}" for n in names)
     head += "".join(f"{'ratio ' + n:>{rwidth}}" for n in names[1:])
-    sub = f"    {'':<18}" + "".join(f"{'µs/token  tok/s':>{width}}" for _ in names)
+    sub = f"    {'':<18}" + "".join(f"{'µs/token':>9} {'tok/s':>7}".rjust(width) for _ in names)
     sub += "".join(f"{'(' + clock + ')':>{rwidth}}" for _ in names[1:])
     lines = [head, sub]
     for e in entries:
@@ -296,7 +296,7 @@ def _table(entries: list[dict], label: str, names: list[str], clock: str) -> lis
             for n in names:
                 f = e[mode][n]
                 rate = "-" if f["tokens_per_s"] is None else f"{f['tokens_per_s'] / 1e3:.0f}k"
-                line += f"{_num(f['us_per_token']) + '  ' + rate:>{width}}"
+                line += f"{_num(f['us_per_token']):>9} {rate:>7}".rjust(width)
             line += "".join(f"{_num(e['ratio'][mode][n]):>{rwidth}}" for n in names[1:])
             lines.append(line)
     return lines
