@@ -75,7 +75,8 @@ class WorkerWatch:
             g.kill(block=False)
 
     def _loop(self) -> None:
-        while True:
+        me = gevent.getcurrent()
+        while self._greenlet is me:  # stop() clears it: no check after a stop, even before the kill lands
             self.check()
             gevent.sleep(self.interval_s)
 

@@ -52,8 +52,11 @@ class _Loop:
             self._g = gevent.spawn(self._run)
 
     def _run(self) -> None:
+        me = gevent.getcurrent()
         while True:
             gevent.sleep(self.interval_s)
+            if self._g is not me:  # stopped while asleep: the kill has not landed yet
+                return
             try:
                 self.fn()
             except Exception as e:  # a sampling hiccup must not kill the loop
