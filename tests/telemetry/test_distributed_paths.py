@@ -1,20 +1,28 @@
-"""The master's worker bookkeeping on its failure paths, driven through a fake runner (no zmq, no processes):
-the final-report drain giving up on a silent worker, skipping a missing one, surviving a bad message (the
-RPC error branch), and the worker watch when a lost worker sends heartbeats again."""
+"""The master's worker bookkeeping on its failure paths: the final-report drain giving up on a silent worker,
+skipping a missing one, surviving a bad message (the RPC error branch), and the worker watch when a lost worker
+sends heartbeats again — driven through a fake runner (no zmq), and once through real Locust runners."""
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from types import SimpleNamespace
 
 import gevent
+import locust.runners
+from locust import User, constant, task
+from locust.argument_parser import get_empty_argument_parser, setup_parser_arguments
 from locust.env import Environment
 from locust.exception import RPCError
 from locust.rpc import Message
 
+from shapes.stage import StageBoard
 from telemetry.distributed import WorkerWatch, drain_final_reports
 from telemetry.merger import Merger, WorkerInfo
+from telemetry.plugin import install
+from tests.support import free_port
+from tests.telemetry.helpers import options
 
 
 class _Server:
@@ -149,13 +157,89 @@ def test_worker_watch_polls_on_its_own_until_stopped():
     watch = WorkerWatch(env, merger, interval_s=0.05)
     watch.start()
     try:
-        gevent.sleep(0.2)
-        assert merger.lost_workers == {"w1"}
+        assert _wait(lambda: merger.lost_workers == {"w1"}, timeout=2)
         runner.clients.all[0].state = "ready"
-        gevent.sleep(0.2)
-        assert merger.lost_workers == set()
+        assert _wait(lambda: merger.lost_workers == set(), timeout=2)
     finally:
         watch.stop()
+    gevent.sleep(0.1)  # the kill lands (a poll already due when stop() was called may still run)
     runner.clients.all[0].state = "missing"
-    gevent.sleep(0.2)
+    _wait(lambda: False, timeout=0.3)  # several poll intervals
     assert merger.lost_workers == set()  # stopped: no more polling
+
+
+def _options(**kw):
+    """Locust's own defaults (the runners read them) plus the telemetry test options."""
+    parser = get_empty_argument_parser()
+    setup_parser_arguments(parser)
+    ns = parser.parse_args(["--headless"])
+    vars(ns).update(vars(options(**kw)))
+    return ns
+
+
+class _Idle(User):
+    wait_time = constant(0.05)
+
+    @task
+    def nothing(self) -> None:
+        pass
+
+
+def test_real_master_warns_when_a_worker_goes_silent_and_forgets_it_when_it_heartbeats_again(
+    monkeypatch, caplog, tmp_path
+):
+    # a master and two workers (Locust runners over zmq, in this process) with telemetry installed; one
+    # worker's heartbeats are dropped for a while, then let through again
+    monkeypatch.setattr(locust.runners, "HEARTBEAT_INTERVAL", 0.2)  # missing after ~1 s instead of ~4 s
+    caplog.set_level(logging.INFO, logger="telemetry.distributed")
+    summary_path = tmp_path / "summary.json"
+    port = free_port()
+    master_env = Environment(user_classes=[_Idle], parsed_options=_options(llm_summary_json=str(summary_path)))
+    master_env.llm_stage_board = StageBoard()
+    master = master_env.create_master_runner("127.0.0.1", port)
+    install(master_env)
+    workers = []
+    for _ in range(2):
+        env = Environment(user_classes=[_Idle], parsed_options=_options())
+        env.llm_stage_board = StageBoard()
+        env.create_worker_runner("127.0.0.1", port)
+        install(env)
+        workers.append(env)
+    silent = {"on": False}
+    quiet = workers[0].runner
+    send = quiet.client.send
+    quiet.client.send = lambda msg: None if silent["on"] and msg.type == "heartbeat" else send(msg)
+    try:
+        assert _wait(lambda: master.worker_count == 2)
+        master.start(2, 100)
+        assert _wait(lambda: master.user_count == 2)
+        silent["on"] = True
+        lost = f"WARNING: worker {quiet.client_id} stopped sending heartbeats"
+        assert _wait(lambda: lost in caplog.text, timeout=6), caplog.text
+        silent["on"] = False
+        assert _wait(lambda: f"worker {quiet.client_id} is sending heartbeats again" in caplog.text, timeout=6)
+        assert caplog.text.count(lost) == 1
+        # what each process's Locust main does at the end: the master quits the run, every process fires
+        # `quitting` (a worker's sends its quit, which the master's drain waits for)
+        master.quit()
+        for w in workers:
+            w.events.quitting.fire(environment=w, reverse=True)
+        t = time.monotonic()
+        master_env.events.quitting.fire(environment=master_env, reverse=True)
+        assert time.monotonic() - t < 3  # the drain got both workers' quit: no wait for its timeout
+        assert summary_path.exists()
+        summary = json.loads(summary_path.read_text())
+        assert summary["workers"] == 2 and summary["workers_lost"] == []  # back: not reported as lost
+    finally:
+        master.quit()
+        for w in workers:
+            w.runner.quit()
+
+
+def _wait(cond, timeout: float = 5.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while not cond():
+        if time.monotonic() > deadline:
+            return False
+        gevent.sleep(0.05)
+    return True
