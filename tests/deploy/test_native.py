@@ -8,7 +8,6 @@ exporter must exit non-zero with one clear line (and its target is down).
 from __future__ import annotations
 
 import json
-import shutil
 import time
 import urllib.parse
 import urllib.request
@@ -19,6 +18,7 @@ import yaml
 
 from tests.deploy.compose import command, rendered
 from tests.deploy.promql import CLIENT_METRICS, concrete, dashboard_queries, names_in, query
+from tests.requires import require_tool
 from tests.support import LOCUST, PY, ROOT, Proc, free_port, wait_http
 
 pytestmark = pytest.mark.slow
@@ -49,7 +49,7 @@ class Ports:
 def native(argv: list[str], service: str, ports: Ports, tmp) -> list[str]:
     """The compose command with executables, hosts and ports made local. Every flag is either kept as is or
     rewritten here; a new host name in the compose file fails the check at the end."""
-    exe = {"python": PY, "locust": LOCUST, "prometheus": shutil.which("prometheus") or "prometheus"}
+    exe = {"python": PY, "locust": LOCUST, "prometheus": require_tool("prometheus", "prometheus")}
     if argv[0].startswith("-"):  # arguments to the image's entrypoint (prom/prometheus runs /bin/prometheus)
         argv = [ENTRYPOINTS[service], *argv]
     own_port = {"sim": ports.sim, "gpu-exporter": ports.gpu}.get(service)

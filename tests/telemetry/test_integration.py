@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 
 from telemetry.metrics import BOUNDS
+from tests.requires import require_tool
 from tests.support import LOCUST, PY, Proc, free_port, wait_http
 
 pytestmark = pytest.mark.slow
@@ -184,6 +185,7 @@ def _promql(base: str, query: str) -> list:
 def test_real_prometheus_scrapes_the_master_exporter(tmp_path):
     """Load on the scripted server (TTFT 70 ms, inside vLLM's 60-80 ms bucket, so Prometheus' in-bucket
     interpolation has one right answer); the server signals come from the simulator's /metrics."""
+    prometheus = require_tool("prometheus", "prometheus")
     sim_port, prom_port, exp_port, mport = (free_port() for _ in range(4))
     sim_url = f"http://127.0.0.1:{sim_port}"
     scripted, host = _scripted(ttft_ms=70)
@@ -193,7 +195,7 @@ def test_real_prometheus_scrapes_the_master_exporter(tmp_path):
         scripted,
         Proc([PY, "-m", "server.sim", "--host", "127.0.0.1", "--port", str(sim_port), "--profile", "cpu-tiny"],
              name="sim") as sim,
-        Proc(["prometheus", f"--config.file={tmp_path / 'prometheus.yml'}",
+        Proc([prometheus, f"--config.file={tmp_path / 'prometheus.yml'}",
               f"--web.listen-address=127.0.0.1:{prom_port}", f"--storage.tsdb.path={tmp_path / 'tsdb'}"],
              name="prometheus") as prom,
     ):  # fmt: skip
