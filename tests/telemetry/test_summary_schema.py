@@ -53,3 +53,13 @@ def test_broken_summaries_fail(summary, breakage):
     breakage(broken)
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.Draft202012Validator(SCHEMA).validate(broken)
+
+
+def test_schema_names_every_registry_metric():
+    from telemetry.metrics import CLIENT_METRICS
+
+    top = set(SCHEMA["properties"])
+    stage = set(SCHEMA["$defs"]["stage"]["required"])
+    for m in CLIENT_METRICS:
+        assert (m.summary_key in top) == m.top, m.key
+        assert (m.summary_key in stage) == m.per_stage, m.key
