@@ -57,8 +57,8 @@ def test_ttft_e2e_and_client_queue_count_from_the_scheduled_slot():
         assert r.ttft_s == r.chunk_times[0] - slot == r.client_queue_s + server_s
         assert r.e2e_s == r.t_end - slot
         assert run.events[k]["response_time"] == r.e2e_s * 1000.0
-        if k == 0:  # a free user: sent on time
-            assert r.client_queue_s < 0.02 and handed - slot < 0.02
+        if k == 0:  # a free user: sent on time (give or take a busy box's scheduling delay)
+            assert r.client_queue_s < 0.1 and handed - slot < 0.1
         else:  # the slot (k * 20 ms after the first) was due ~k * 180 ms before the user was free
             assert handed - slot > 0.15 * k and r.client_queue_s > 0.15 * k
             assert r.ttft_s > FIRST_TOKEN_S + 0.15 * k
