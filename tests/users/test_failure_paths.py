@@ -47,12 +47,20 @@ def _stalled(seconds: float = 5.0):
 # ---- `empty`: a well-formed answer without a single token ------------------------------------------
 
 
-def test_empty_stream_is_empty_not_ok():
-    role = b'{"choices":[{"index":0,"delta":{"role":"assistant","content":""}}]}'
-    stop = b'{"choices":[{"index":0,"delta":{"content":""},"finish_reason":"stop"}]}'
-    usage = b'{"choices":[],"usage":{"prompt_tokens":16,"completion_tokens":0}}'
-    with hostile(_reply(sse_head() + chunk(role, stop, usage, b"[DONE]") + LAST_CHUNK)) as (host, reqs):
-        run = first_request(StreamingChatUser, host)
+@pytest.mark.parametrize(
+    ("user", "events"),
+    [
+        (StreamingChatUser, [b'{"choices":[{"index":0,"delta":{"role":"assistant","content":""}}]}',
+                             b'{"choices":[{"index":0,"delta":{"content":""},"finish_reason":"stop"}]}',
+                             b'{"choices":[],"usage":{"prompt_tokens":16,"completion_tokens":0}}']),
+        (StreamingCompletionUser, [b'{"choices":[{"index":0,"text":""}]}',
+                                   b'{"choices":[{"index":0,"text":"","finish_reason":"stop"}]}']),  # no usage
+    ],
+    ids=["chat-usage-0", "completion-no-usage"],
+)  # fmt: skip
+def test_empty_stream_is_empty_not_ok(user, events):
+    with hostile(_reply(sse_head() + chunk(*events, b"[DONE]") + LAST_CHUNK)) as (host, reqs):
+        run = first_request(user, host)
     assert reqs[0].json()["stream"] is True
     _failed(run, "empty", "empty: the stream carried no token")
     assert run.result.output_tokens == 0 and len(run.result.chunk_times) == 0 and run.result.ttft_s is None
