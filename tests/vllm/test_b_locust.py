@@ -76,9 +76,10 @@ def check_prompt_tokens(s: dict, batch: int = 1) -> None:
         assert stage["prompt_tokens_mean"] == pytest.approx(INPUT)
 
 
-CLIENT_OVERHEAD_MS = 100.0
+CLIENT_OVERHEAD_MS = 50.0
 """What the client may add to the engine's TTFT: HTTP, the API server's tokenizing and SSE framing on a
-busy 2-core box. The engine counts from the request's arrival in vLLM, the client from before it sends."""
+busy 2-core box (4-8 ms measured). The engine counts from the request's arrival in vLLM, the client from
+before it sends."""
 
 
 def check_stream_timing(s: dict, engine: dict[str, CumulativeHistogram]) -> None:
@@ -98,9 +99,10 @@ def check_stream_timing(s: dict, engine: dict[str, CumulativeHistogram]) -> None
     # TTFT: the client's clock starts earlier and stops later than the engine's, by a bounded overhead
     assert mean_ms["ttft"] - 1.0 <= ttft["mean"] <= mean_ms["ttft"] + CLIENT_OVERHEAD_MS, (ttft, mean_ms)
     # the gaps between tokens are the engine's steps seen at the other end of the stream: the same means
-    assert itl["mean"] == pytest.approx(mean_ms["itl"], rel=0.1, abs=1.0), (itl, mean_ms)
-    assert tpot["mean"] == pytest.approx(mean_ms["tpot"], rel=0.1, abs=1.0), (tpot, mean_ms)
-    assert span["mean"] == pytest.approx(mean_ms["span"], rel=0.1, abs=(OUTPUT - 1) * 1.0), (span, mean_ms)
+    # (within 0.1 % measured; 5 % allowed)
+    assert itl["mean"] == pytest.approx(mean_ms["itl"], rel=0.05, abs=1.0), (itl, mean_ms)
+    assert tpot["mean"] == pytest.approx(mean_ms["tpot"], rel=0.05, abs=1.0), (tpot, mean_ms)
+    assert span["mean"] == pytest.approx(mean_ms["span"], rel=0.05, abs=(OUTPUT - 1) * 1.0), (span, mean_ms)
 
 
 def check_server(s: dict, in_flight: int) -> None:
