@@ -165,6 +165,16 @@ CLIENT_METRICS: tuple[ClientMetric, ...] = (
         "client_queue", "queue", lambda r: max(r.client_queue_s, 0.0), top=False, per_stage=True,
         report_stage=("p99",),
     ),
+    ClientMetric(  # ITL's buckets: a decode step's scale (ms to s), with the sub-10 ms ones
+        "ttst", "TTST", attrgetter("ttst_s"),
+        prom_name="llm_time_to_second_token_seconds",
+        prom_help="Time to second token: second token-bearing chunk minus the first (client side)",
+        bounds=SUB_10MS + VLLM_ITL, per_stage=True, stages_csv=("p50", "p99"), live=True, versions=True,
+        distribution=True, report_stage=("p50", "p99"), report_versions=("p50", "p99"), report_card=True,
+        load_chart="TTST", panel="latency", panel_title="Time to second token",
+        panel_help="Gap between the first and the second token-bearing chunk (AIPerf's TTST): the first decode "
+        "step after prefill, as the client sees it.",
+    ),
 )
 """Every client metric, in display order."""
 

@@ -4,7 +4,7 @@ A user builds exactly one :class:`GenerationResult` per LLM request and hands it
 nothing downstream re-reads the stream. All times are ``time.perf_counter()`` seconds.
 
     r = GenerationResult(..., chunk_times=np.array([...]), chunk_tokens=np.array([...]))
-    r.ttft_s, r.e2e_s, r.tpot_s, r.decode_span_s, r.itl_samples(), r.inter_chunk_samples()
+    r.ttft_s, r.ttst_s, r.e2e_s, r.tpot_s, r.decode_span_s, r.itl_samples(), r.inter_chunk_samples()
 """
 
 from __future__ import annotations
@@ -71,6 +71,11 @@ class GenerationResult:
     @property
     def ttft_s(self) -> float | None:
         return float(self.chunk_times[0] - self.t0) if len(self.chunk_times) else None
+
+    @property
+    def ttst_s(self) -> float | None:
+        """Time to second token: the second token-bearing chunk's arrival minus the first's (None with fewer)."""
+        return float(self.chunk_times[1] - self.chunk_times[0]) if len(self.chunk_times) >= 2 else None
 
     @property
     def e2e_s(self) -> float:
