@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from operator import attrgetter, methodcaller
+from operator import attrgetter
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -46,9 +46,9 @@ class ClientMetric:
     """The value of one ok request in seconds (None: the request has none), or with ``samples`` an array."""
     samples: bool = False
     """``take`` returns an array of samples (ITL: k samples of g/k per chunk); recorded vectorized."""
-    at: Callable[[GenerationResult], float | np.ndarray] | None = None
-    """For ``windowed``: when the value happened (perf_counter; an array aligned with the samples for
-    ``samples``). None: the end of the request."""
+    at: Callable[..., float | np.ndarray] | None = None
+    """For ``windowed``: when the value happened (perf_counter), ``at(result)``; None: the end of the request.
+    With ``samples``, ``at(result, samples)`` gives an array aligned with the samples."""
     unit: str = "s"
     """Unit of the recorded values (shown as ms)."""
     prom_name: str | None = None
@@ -98,20 +98,25 @@ class ClientMetric:
         return self.prom_name is not None
 
 
+def _gaps(r: GenerationResult) -> np.ndarray:
+    """``r.inter_chunk_samples()``, without np.diff's overhead (this runs once per request on the hot path)."""
+    t = r.chunk_times
+    return t[1:] - t[:-1]
+
+
 def _itl(r: GenerationResult) -> np.ndarray:
     """``r.itl_samples()`` without the copy when every chunk carries one token (then the samples are the gaps)."""
     if len(r.chunk_times) < 2:
         return _EMPTY
-    gaps = np.diff(r.chunk_times)
+    gaps = _gaps(r)
     k = np.asarray(r.chunk_tokens[1:], dtype=np.int64)
     return gaps if gaps.size == int(k.sum()) else np.repeat(gaps / k, k)
 
 
-def _per_token_times(r: GenerationResult) -> np.ndarray:
-    """Arrival time of each ITL sample: a chunk's time repeated once per token it carries."""
-    k = np.asarray(r.chunk_tokens[1:], dtype=np.int64)
+def _per_token_times(r: GenerationResult, samples: np.ndarray) -> np.ndarray:
+    """Arrival time of each ITL sample: a chunk's time, repeated once per token it carries."""
     times = np.asarray(r.chunk_times[1:], dtype=np.float64)
-    return times if k.size == int(k.sum()) else np.repeat(times, k)
+    return times if times.size == samples.size else np.repeat(times, np.asarray(r.chunk_tokens[1:], dtype=np.int64))
 
 
 CLIENT_METRICS: tuple[ClientMetric, ...] = (
@@ -153,7 +158,7 @@ CLIENT_METRICS: tuple[ClientMetric, ...] = (
         report_stage=("p99",), panel="latency", panel_title="End-to-end latency",
         panel_help="From t0 to the end of the stream.", server=("vllm:e2e_request_latency_seconds",),
     ),
-    ClientMetric("inter_chunk", "inter-chunk", methodcaller("inter_chunk_samples"), samples=True),
+    ClientMetric("inter_chunk", "inter-chunk", _gaps, samples=True),
     ClientMetric(
         "decode_span", "decode span", attrgetter("decode_span_s"),
         prom_name="llm_decode_span_seconds", prom_help="Last token minus first token per request (the seed's drift)",

@@ -230,10 +230,10 @@ class Recorder:
                 sk[key].add_many(v)
             elif v.min() <= 0.0:  # clock oddity: take the generic path for every sketch
                 sk[key].add_many(v)
-                for seg_slot, seg in self._segments(at(r), v):
+                for seg_slot, seg in self._segments(at(r, v), v):
                     seg_slot.sketches[key].add_many(seg)
             else:
-                self._add_windowed(key, sk[key], v, at(r))
+                self._add_windowed(key, sk[key], v, at(r, v))
 
     def _add_windowed(self, key: str, sketch: LogSketch, values: np.ndarray, perf_times: np.ndarray) -> None:
         """Samples of metric ``key`` (all > 0, ``perf_times`` sorted): take the logs once; bin for the cell's
