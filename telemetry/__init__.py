@@ -1,5 +1,6 @@
 """Token-level telemetry: per-request results -> per-process recorder -> master merge -> sinks.
 
+- ``metrics``: the client metrics (TTFT, TTST, ITL, ...), each defined once; every output below iterates it.
 - ``sketch``: mergeable log-bucketed quantile sketch (0.5 % relative error, bounded memory).
 - ``buckets``: fixed Prometheus buckets aligned with vLLM's (plus sub-10 ms ITL buckets).
 - ``recorder``: per (user class, stage, version) sketches, histograms, counters, 1-s wall-clock slots.
