@@ -1,7 +1,8 @@
 """The live figures of a running test (the web UI's LLM tab, ``/llm/live``): a function of a run view.
 
-Per stage in run order ``{"stage", "requests", "ttft_p50_ms", "ttft_p99_ms", "itl_p50_ms", "itl_p99_ms",
-"tpot_p50_ms", "tpot_p99_ms", "output_tok_s"}`` (merged across workers; quantiles from merged sketches), and
+Per stage in run order ``{"stage", "requests", "output_tok_s"}`` plus ``<key>_p50_ms`` / ``<key>_p99_ms`` of each
+``live`` metric of telemetry.metrics (``ttft_p50_ms``, ``ttst_p99_ms``...; merged across workers, quantiles from
+merged sketches), and
 for the run ``elapsed_s``, ``workers``, ``server_kv_usage`` (the latest scrape) and ``client_kv_block_fill``.
 
     live(environment.llm_telemetry.view())
