@@ -1,8 +1,9 @@
 """Prometheus exporter on the master: a custom collector over the run's view, in a private registry.
 
-Names and labels follow DESIGN.md "Prometheus metrics"; with ``--route-table`` the ``llm_*`` histograms and
-counters also carry a ``version`` label (the route version each request went to; "" for none), without it
-the label set is DESIGN.md's exactly (the Grafana dashboard sums over labels, so it reads both).
+Names and labels are the README's Prometheus list (histogram names from telemetry/metrics.py); with
+``--route-table`` the ``llm_*`` histograms and counters also carry a ``version`` label (the route version each
+request went to; "" for none), without it the labels are ``user_class`` and ``stage`` only (the Grafana dashboard
+sums over labels, so it reads both).
 Histograms come from the merged fixed-bucket counts (vLLM's boundaries), ``llm_latency_quantile_seconds``
 from the merged sketches (both for the client metrics of :mod:`telemetry.metrics`), server gauges are relayed
 from the latest scrape.
@@ -54,7 +55,7 @@ class LLMCollector(Collector):
 
     @staticmethod
     def versioned(view: RunView) -> bool:
-        """Label by route version: with ``--route-table`` (or results that carry a version), else DESIGN.md's set."""
+        """Label by route version: with ``--route-table`` (or results that carry a version); else no version label."""
         return bool(getattr(view.options, "route_table", None)) or any(k[2] for k in view.merged.cells)
 
     def collect(self):

@@ -1,4 +1,4 @@
-"""Locust options of the telemetry package (DESIGN.md "Locust options"); each mirrors ``LOCUST_<NAME>``.
+"""Locust options of the telemetry package (docs/architecture.md "… an option"); each mirrors ``LOCUST_<NAME>``.
 
 locust ... --prometheus-port 9646 --slo-preset seed --llm-summary-json results/summary.json
 """

@@ -1,4 +1,4 @@
-"""Builds the summary (DESIGN.md schema 1, plus ``timeseries`` and ``histograms``) from the view's merged state.
+"""Builds the summary (docs/summary.schema.json, plus ``timeseries`` and ``histograms``) from the view's merged state.
 
 Every number here comes from the merged recorder, the master's stage history and the scraped
 server series, so it is the same whatever the number of workers. Quantile objects are

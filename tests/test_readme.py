@@ -22,6 +22,6 @@ def test_options_table_lists_every_registered_option():
         [PY, "-m", "scripts.options_table"], cwd=ROOT, capture_output=True, text=True, timeout=120, check=True
     ).stdout
     rows = [line for line in table.splitlines() if line.startswith("| `--")]
-    assert len(rows) >= 35, table  # the options of DESIGN.md and more
+    assert len(rows) >= 35, table  # the founding options and more
     missing = [row.split("`")[1] for row in rows if row not in README]
     assert not missing, f"README options table is stale for {missing}; regenerate with python -m scripts.options_table"

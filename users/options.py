@@ -1,4 +1,4 @@
-"""Request options of the LLM users (DESIGN.md "Locust options"), each with a validator.
+"""Request options of the LLM users (docs/architecture.md "… an option"), each with a validator.
 
 A bad value stops Locust at start with argparse's message, e.g.
 ``locust: error: argument --input-len: bad length SPEC 'foo:1': ...; expected one of fixed:N, ...``

@@ -1,4 +1,4 @@
-"""The frozen per-request record every measurement comes from (DESIGN.md "Measurement definitions").
+"""The frozen per-request record every measurement comes from (the README's "What the figures mean").
 
 A user builds exactly one :class:`GenerationResult` per LLM request and hands it to the recorder;
 nothing downstream re-reads the stream. All times are ``time.perf_counter()`` seconds.
@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-# Error kinds of DESIGN.md; a failed result carries exactly one.
+# Error kinds (README, docs/summary.schema.json); a failed result carries exactly one.
 ERROR_KINDS = (
     "http_4xx",
     "http_5xx",

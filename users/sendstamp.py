@@ -5,7 +5,7 @@ geventhttpclient checks a pooled keep-alive socket with a zero-timeout ``select(
 a request stamped before ``HTTPClient.request`` waits in that yield behind its neighbours' work — up to
 ~3 ms at p99 with 64 streams on 2 cores — time the server never saw, counted as TTFT. Between
 ``get_socket`` returning and the request's ``sendall`` nothing yields, so the stamp taken as the socket is
-handed out is "just before the request is written" (t0 in DESIGN.md).
+handed out is "just before the request is written" (t0 in the README's definitions).
 
     install(pool)                       # once per geventhttpclient ConnectionPool
     t_call = time.perf_counter(); resp = http.request(...)

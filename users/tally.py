@@ -1,4 +1,4 @@
-"""Classify the events of one OpenAI-style stream into token-bearing chunks (DESIGN.md definitions).
+"""Classify the events of one OpenAI-style stream into token-bearing chunks (the README's definitions).
 
 A chunk bears tokens when its ``usage.completion_tokens`` rose (vLLM's ``continuous_usage_stats``);
 without usage in the chunk, when its ``content`` / ``reasoning_content`` / ``reasoning`` / ``text`` is

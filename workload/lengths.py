@@ -1,4 +1,4 @@
-"""Length distributions: the SPEC grammar of DESIGN.md, used by --input-len, --output-len and sweeps.
+"""Length distributions: the SPEC grammar (README "Length SPECs"), used by --input-len, --output-len and sweeps.
 
     fixed:N | uniform:LO:HI | normal:MEAN:STD[:LO:HI] | lognormal:MEDIAN:SIGMA[:LO:HI]
     | zipf:ALPHA:LO:HI | file:PATH      (a bare integer N means fixed:N)

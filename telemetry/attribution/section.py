@@ -2,7 +2,7 @@
 
     hooks.add_section("attribution", lambda view, _s: build(view, AttributionConfig.from_options(view.options)))
 
-Keys (DESIGN.md, plus extras): ``window_s``; ``spikes`` (see :mod:`~telemetry.attribution.spikes`);
+Keys (docs/summary.schema.json, plus extras): ``window_s``; ``spikes`` (see :mod:`~telemetry.attribution.spikes`);
 ``batching_failure`` (``verdict``, ``flagged_windows``, and ``baseline`` / ``failed_at_s`` / ``rule``);
 ``decomposition`` (whole run: Q objects, ``remainder_ms``, ``statement``, and ``stages`` — the same per
 stage); extras ``spike_factor`` and ``windows`` (one row per window, client and server side by side,

@@ -78,7 +78,7 @@ def _safe(name: str, fn, summary: Mapping) -> str:
 
 
 def render(summary: Mapping, *, title: str = "deepseek-locust report") -> str:
-    """The report for one summary dict (schema 1 of DESIGN.md; missing parts are skipped or noted)."""
+    """The report for one summary dict (docs/summary.schema.json; missing parts are skipped or noted)."""
     bodies = {name: _safe(name, fn, summary) for name, fn in SECTIONS.items()}
     nav = "".join(f'<a href="#{n}">{escape(TITLES.get(n, n))}</a>' for n, b in bodies.items() if b)
     generated = time.strftime("%Y-%m-%d %H:%M:%S")

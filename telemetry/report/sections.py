@@ -1,6 +1,6 @@
 """The report's sections, in page order: each takes the summary dict and returns HTML ("" = skip).
 
-Every section reads only the summary (schema 1 of DESIGN.md plus ``timeseries``, ``histograms`` and
+Every section reads only the summary (docs/summary.schema.json plus ``timeseries``, ``histograms`` and
 the ``attribution`` extras) and copes with what is missing: a run with one stage has no curve against
 concurrency, a run without server metrics has no server timeline, and so on — each says so in a line
 rather than drawing an empty axis. The time-series sections live in :mod:`~telemetry.report.timeline`,

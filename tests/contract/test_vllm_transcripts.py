@@ -10,7 +10,7 @@ Two replays, both fast (no engine needed):
 2. wire: a local socket server writes the body (chunked transfer encoding, events cut mid-way, UTF-8
    split) and ``users.client.exchange`` turns it into a ``GenerationResult``.
 Expected values come from the transcript itself (its usage object) and from the reference
-classifier below, written from DESIGN.md's definition of a token-bearing chunk.
+classifier below, written from the README's definition of a token-bearing chunk.
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ def test_the_recorded_set_covers_the_contract():
     assert {t.meta["status"] for t in kinds.values()} >= {200, 400, 404}
 
 
-# --- reference classifier (DESIGN.md "token-bearing chunk"), independent of users/ -----------------
+# --- reference classifier (the README's "token-bearing chunk"), independent of users/ -----------------
 
 
 def reference_tokens(t: Transcript) -> list[int]:

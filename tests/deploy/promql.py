@@ -17,7 +17,7 @@ from tests.support import ROOT
 
 DASHBOARD = ROOT / "deploy" / "grafana" / "dashboards" / "deepseek-locust.json"
 
-# DESIGN.md "Prometheus metrics" and "Server side": what the dashboard may refer to.
+# The exporter's names (telemetry/metrics.py, telemetry/exporter.py) and vLLM's: what the dashboard may refer to.
 CLIENT_METRICS = {
     "llm_time_to_first_token_seconds", "llm_inter_token_latency_seconds", "llm_time_per_output_token_seconds",
     "llm_request_duration_seconds", "llm_decode_span_seconds", "llm_requests_total", "llm_prompt_tokens_total",
@@ -33,7 +33,7 @@ VLLM_METRICS = {
     "vllm:cache_config_info",
 }  # fmt: skip
 VLLM_LEGACY = {"vllm:gpu_cache_usage_perc", "vllm:time_per_output_token_seconds"}
-# vLLM V1 names beyond DESIGN.md's list (served by vLLM 0.11 and by server.sim alike)
+# vLLM V1 names beyond the founding list (served by vLLM 0.11 and by server.sim alike)
 VLLM_EXTRA = {"vllm:request_time_per_output_token_seconds", "vllm:generation_tokens_total"}
 GPU_METRICS = {"gpu_memory_used_bytes", "gpu_memory_total_bytes", "gpu_utilization_ratio"}
 KNOWN = CLIENT_METRICS | VLLM_METRICS | VLLM_EXTRA | VLLM_LEGACY | GPU_METRICS

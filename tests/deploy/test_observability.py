@@ -88,7 +88,7 @@ def test_every_query_names_known_metrics():
     for where, expr in dashboard_queries():
         names = names_in(expr)
         assert names, f"{where}: no metric in {expr!r}"
-        assert names <= KNOWN, f"{where}: unknown metric(s) {names - KNOWN} (DESIGN.md lists the names)"
+        assert names <= KNOWN, f"{where}: unknown metric(s) {names - KNOWN} (tests/deploy/promql.py lists the names)"
 
 
 def test_the_dashboard_covers_what_the_issue_asks_for():

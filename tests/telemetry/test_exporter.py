@@ -1,4 +1,4 @@
-"""Prometheus exporter: names/labels of DESIGN.md from merged state, quantile gauges, relayed server gauges, HTTP."""
+"""Prometheus exporter: the README's names/labels from merged state, quantile gauges, relayed server gauges, HTTP."""
 
 from __future__ import annotations
 

@@ -51,7 +51,7 @@ def test_each_entry_is_coherent(m):
     assert re.fullmatch(r"[a-z][a-z0-9_]*", m.key) and m.label and m.unit == "s"
     if m.histogram:
         assert m.prom_name.startswith("llm_") and m.prom_name.endswith("_seconds") and m.prom_help
-        assert m.prom_name in KNOWN_CLIENT_NAMES, "add the name to tests/deploy/promql.py (and DESIGN.md)"
+        assert m.prom_name in KNOWN_CLIENT_NAMES, "add the name to tests/deploy/promql.py (and the README's list)"
         assert list(m.bounds) == sorted(set(m.bounds)) and m.bounds[0] > 0 and BOUNDS[m.key] == m.bounds
     else:
         assert m.key not in BOUNDS and m.panel is None

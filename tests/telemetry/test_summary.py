@@ -1,4 +1,4 @@
-"""Summary schema 1 (keys and types of DESIGN.md), stages from the board, sections, sinks, windows, wire path."""
+"""Summary schema 1 (keys and types of docs/summary.schema.json), stages, sections, sinks, windows, wire path."""
 
 from __future__ import annotations
 

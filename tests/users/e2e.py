@@ -59,7 +59,7 @@ class LocustRun:
     results: list[dict]
     """One row per Locust request event (from the test listener in results_locustfile.py)."""
     summary: dict | None
-    """The telemetry summary (``--llm-summary-json``, schema 1 of DESIGN.md)."""
+    """The telemetry summary (``--llm-summary-json``, docs/summary.schema.json)."""
 
 
 def run_locust(

@@ -1,5 +1,5 @@
 """Open loop: a request's clock starts at its scheduled send time (the pacer's slot), so when every user is
-busy, the wait for a free user is client queue time inside TTFT and E2E — not hidden (DESIGN.md t0).
+busy, the wait for a free user is client queue time inside TTFT and E2E — not hidden (t0 in the README's definitions).
 
 One user, a constant 50 req/s schedule (a slot every 20 ms) and a server that takes 200 ms to the first
 token: from the second request on, each slot is long past when the user is free to take it.

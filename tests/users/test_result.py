@@ -1,4 +1,4 @@
-"""GenerationResult's measurements (DESIGN.md "Measurement definitions"), here TTST: time to second token."""
+"""GenerationResult's measurements (the README's "What the figures mean"), here TTST: time to second token."""
 
 from __future__ import annotations
 

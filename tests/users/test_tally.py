@@ -1,4 +1,4 @@
-"""Chunk classification (DESIGN.md): role-only and empty chunks bear no token, k from the usage delta."""
+"""Chunk classification (the README's definitions): role-only and empty chunks bear no token, k from the usage delta."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """End to end through ``locust -f locustfile.py`` against the real vLLM engine (8 MB KV pool, lightly loaded).
 
 Each user class runs headless for a short while; one run is a master + 1 worker. The checks are the
-measurement definitions of DESIGN.md seen on a real server: the client's TTFT, ITL, TPOT and decode span
+measurement definitions (README) seen on a real server: the client's TTFT, ITL, TPOT and decode span
 against the engine's own histograms over the same requests (its /metrics before and after the run),
 output tokens == max_tokens under ignore_eos, prompt tokens == the server's usage (chat template
 included), one Locust request per LLM request, and the server's gauges relayed.

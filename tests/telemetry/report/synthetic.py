@@ -1,4 +1,4 @@
-"""Synthetic summaries (schema 1 of DESIGN.md plus timeseries / histograms / attribution extras)."""
+"""Synthetic summaries (docs/summary.schema.json plus timeseries / histograms / attribution extras)."""
 
 from __future__ import annotations
 
