@@ -34,6 +34,7 @@ from users.faults import LLMError
 from users.request import RequestInput, draw
 from users.result import GenerationResult
 from users.settings import RunSettings
+from users.tracing import HEADER_REQUEST_ID, HEADER_TRACEPARENT
 
 
 class Target(NamedTuple):
@@ -73,6 +74,7 @@ class LLMUser(FastHttpUser):
         self._http = self._pool.get_client(URL(self.host))
         self._request_name = self.api.request_name
         self._headers = settings.headers(self.api.stream)
+        self._ids = settings.request_ids
 
     def _target(self, inp: RequestInput) -> Target:
         route = inp.route
@@ -102,10 +104,11 @@ class LLMUser(FastHttpUser):
         board = getattr(env, "llm_stage_board", None)
         inp = draw(self.settings, api, board.current if board is not None else MAIN)
         target = self._target(inp)
+        rid, traceparent = self._ids.next()
         call = Call(
             path=target.path,
             body=orjson.dumps(api.body(inp)),
-            headers=target.headers,
+            headers={**target.headers, HEADER_REQUEST_ID: rid, HEADER_TRACEPARENT: traceparent},
             name=self._request_name,
             user_class=type(self).__name__,
             stage=inp.stage,
@@ -115,6 +118,7 @@ class LLMUser(FastHttpUser):
             batch_size=inp.prompts,
             version=inp.version,
             answer=api.answer,
+            request_id=rid,
         )
         pacer = getattr(env, "llm_pacer", None)
         t0 = pacer.wait_slot() if pacer is not None else None

@@ -71,6 +71,8 @@ class Call:
     version: str | None = None
     answer: Answer = OPENAI
     """How to read the answer (the adapter's)."""
+    request_id: str | None = None
+    """The X-Request-Id the headers carry (:mod:`users.tracing`)."""
 
 
 def _kind_of_status(status: int) -> str:
@@ -266,6 +268,7 @@ def _base(call: Call, t0: float, t_sent: float, wall: float) -> dict:
         "batch_size": call.batch_size,
         "version": call.version,
         "wall_start": wall,
+        "request_id": call.request_id,
     }
 
 

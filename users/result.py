@@ -4,7 +4,7 @@ A user builds exactly one :class:`GenerationResult` per LLM request and hands it
 nothing downstream re-reads the stream. All times are ``time.perf_counter()`` seconds.
 
     r = GenerationResult(..., chunk_times=np.array([...]), chunk_tokens=np.array([...]))
-    r.ttft_s, r.ttst_s, r.e2e_s, r.tpot_s, r.decode_span_s, r.itl_samples(), r.inter_chunk_samples()
+    r.ttft_s, r.ttst_s, r.ttfa_s, r.thinking_s, r.e2e_s, r.tpot_s, r.decode_span_s, r.itl_samples(), r.inter_chunk_samples()
 """
 
 from __future__ import annotations
@@ -67,6 +67,16 @@ class GenerationResult:
     """Route version picked by the request fingerprint (``--route-table``), else None."""
     wall_start: float = 0.0
     """time.time() at t0, for labelling only."""
+    request_id: str | None = None
+    """The request's ``X-Request-Id`` (``<run>-<worker>-<sequence>``, :mod:`users.tracing`); its trace id is
+    ``users.tracing.trace_id_of(request_id)``. None for a result built without one."""
+    t_reasoning: float | None = None
+    """Arrival of the first token-bearing chunk of reasoning (``reasoning_content`` / ``reasoning`` / inside
+    ``<think>``); None when the answer carried no reasoning."""
+    t_answer: float | None = None
+    """Arrival of the first chunk with answer text (``content`` outside ``<think>``); None: no answer text came."""
+    reasoning_tokens: int = 0
+    """Output tokens of the reasoning (the continuous-usage deltas of its chunks; 0 without reasoning)."""
 
     @property
     def ttft_s(self) -> float | None:
@@ -76,6 +86,23 @@ class GenerationResult:
     def ttst_s(self) -> float | None:
         """Time to second token: the second token-bearing chunk's arrival minus the first's (None with fewer)."""
         return float(self.chunk_times[1] - self.chunk_times[0]) if len(self.chunk_times) >= 2 else None
+
+    @property
+    def ttfa_s(self) -> float | None:
+        """Time to first answer token (the first ``content`` after any reasoning); == TTFT without reasoning."""
+        return self.t_answer - self.t0 if self.t_answer is not None else None
+
+    @property
+    def thinking_s(self) -> float | None:
+        """Thinking span: first answer token minus first reasoning token (None without both)."""
+        if self.t_answer is None or self.t_reasoning is None:
+            return None
+        return self.t_answer - self.t_reasoning
+
+    @property
+    def answer_tokens(self) -> int:
+        """Output tokens that are not reasoning."""
+        return self.output_tokens - self.reasoning_tokens
 
     @property
     def e2e_s(self) -> float:

@@ -25,6 +25,7 @@ from users.options import (
     REQUEST_TIMEOUT_DEFAULT,
     SEED_DEFAULT,
 )
+from users.tracing import RequestIds
 from workload.datasets import load_prompt_file
 from workload.lengths import LengthDist, parse_spec
 from workload.prompts import FilePrompts, Prompt, SyntheticPrompts
@@ -47,6 +48,8 @@ class RunSettings:
     prompt_texts: list[str] | None = None
     align_prompts: bool = False
     route_table: RouteTable | None = None
+    request_ids: RequestIds = field(default_factory=RequestIds)
+    """This process's X-Request-Id / traceparent source (:mod:`users.tracing`), shared by its users."""
     _sources: dict[bool, SyntheticPrompts | FilePrompts] = field(default_factory=dict, repr=False)
     _specs: dict[str, LengthDist] = field(default_factory=dict, repr=False)
 
@@ -73,6 +76,7 @@ class RunSettings:
             prompt_texts=load_prompt_file(prompt_file) if prompt_file else None,
             align_prompts=bool(get("align_prompts", False)),
             route_table=RouteTable.parse(str(route)) if (route := get("route_table", None)) else None,
+            request_ids=RequestIds(int(worker_index)),
         )
 
     def source(self, chat: bool) -> SyntheticPrompts | FilePrompts:
