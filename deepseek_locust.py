@@ -23,6 +23,8 @@ from telemetry.attribution.plugin import install as install_attribution
 from telemetry.options import add_arguments as add_telemetry_options
 from telemetry.plugin import install as install_telemetry
 from telemetry.report.plugin import install as install_report
+from telemetry.traces.options import add_arguments as add_trace_options
+from telemetry.traces.plugin import install as install_traces
 from users.options import add_arguments as add_user_options
 from users.plugin import install as install_users
 from webui.plugin import install as install_webui
@@ -34,6 +36,7 @@ def _add_options(parser, **_kw):
     add_shape_options(parser)
     add_telemetry_options(parser)
     add_attribution_options(parser)
+    add_trace_options(parser)
 
 
 @events.init.add_listener
@@ -41,6 +44,7 @@ def _install(environment, **_kw):
     install_users(environment)
     install_shapes(environment)
     install_telemetry(environment)
+    install_traces(environment)
     install_attribution(environment)
     install_report(environment)
     install_webui(environment)

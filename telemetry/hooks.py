@@ -29,6 +29,7 @@ class SummaryHooks:
     def __init__(self) -> None:
         self.sections: dict[str, Section] = {}
         self.sinks: list[Sink] = []
+        self.preparers: list[Callable[[], None]] = []
 
     def add_section(self, name: str, fn: Section) -> None:
         """``fn(view, summary)`` fills ``summary[name]`` (attribution, saturation, versions...); a name once."""
@@ -37,6 +38,15 @@ class SummaryHooks:
     def on_summary(self, fn: Sink) -> None:
         """``fn(summary)`` is called once with the final summary on the master (report writer...)."""
         self.sinks.append(fn)
+
+    def before_final(self, fn: Callable[[], None]) -> None:
+        """``fn()`` is called once at the end of the run, just before the final summary is built (e.g. the
+        trace join waiting for the last spans)."""
+        self.preparers.append(fn)
+
+    def prepare_final(self) -> None:
+        for fn in self.preparers:
+            deliver_to(getattr(fn, "__qualname__", repr(fn)), fn)
 
     def fill(self, view: RunView, summary: dict) -> None:
         """Run every section into ``summary`` in registration order."""

@@ -241,6 +241,7 @@ class SummarizingRole(Role):
 
     def finalize(self) -> dict:
         """Summary, SLO gate, console table and file sinks, then the ``on_summary`` sinks."""
+        self.hub.hooks.prepare_final()
         summary = self.hub.summary()
         self.merger.final_summary = summary
         for line in failure_lines(summary["slo"]["checks"]):

@@ -186,6 +186,11 @@ class SimApp:
         else:
             resp = FullResponse(self, conn, kind, rid, reqs, fault)
         conn.on_close = resp.kill
+        tracer = self.engine.tracer
+        if tracer is not None:  # vLLM's span: its request id is the X-Request-Id when the client sent one
+            xrid = req.headers.get("x-request-id")
+            for i, r in enumerate(reqs):
+                tracer.begin(r, req.headers, f"{sse.KINDS[kind][1]}{xrid}-{i}" if xrid else r.rid, r.max_tokens)
         for r in reqs:
             self.engine.submit(r)
 

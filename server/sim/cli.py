@@ -26,6 +26,7 @@ from server.sim.metrics import EngineMetrics, SimCollector, make_registry
 from server.sim.profiles import DEFAULT_PROFILE, Profile, ProfileError, available, load_profile
 from server.sim.scheduler import Scheduler, SchedulerConfig
 from server.sim.textgen import build_vocabulary
+from server.sim.tracing import SimTracer
 from workload.argtypes import (
     fraction,
     non_negative_int,
@@ -34,6 +35,7 @@ from workload.argtypes import (
     positive_int,
     positive_number,
     reject,
+    url_or_off,
 )
 from workload.tokenizers import DEFAULT_TOKENIZER, TokenizerNotFound, load_tokenizer
 
@@ -110,6 +112,10 @@ def build_parser() -> argparse.ArgumentParser:
                         help=f"comma list of {','.join(KINDS)} (default: all)")
     faults.add_argument("--batch-cap-at", type=_batch_cap, metavar="T:N",
                         help="from second T (simulated) on, admit no more than N running sequences")
+    p.add_argument("--otlp-traces-endpoint", type=url_or_off, metavar="URL",
+                   help="post vLLM's llm_request span of every finished request to this OTLP/HTTP protobuf URL, "
+                   "e.g. http://127.0.0.1:4318/v1/traces (as vllm serve --otlp-traces-endpoint with "
+                   "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL=http/protobuf)")
     return p
 
 
@@ -129,6 +135,7 @@ class SimSettings:
     fault_kinds: tuple[str, ...]
     batch_cap_at: tuple[float, int] | None
     notes: list[str] = field(default_factory=list)
+    otlp_traces_endpoint: str | None = None
 
 
 def settings_from_args(a: argparse.Namespace) -> SimSettings:
@@ -160,7 +167,9 @@ def settings_from_args(a: argparse.Namespace) -> SimSettings:
         sched = SchedulerConfig(decode_width=width, spec_accept_rate=accept, **eng)
     except TypeError as e:
         raise UsageError(f"profile {profile.name}: {e}") from None
+    otlp = a.otlp_traces_endpoint if a.otlp_traces_endpoint and a.otlp_traces_endpoint.lower() != "off" else None
     return SimSettings(
+        otlp_traces_endpoint=otlp,
         host=a.host, port=a.port, profile=profile, model_name=a.served_model_name or profile.served_model_name,
         tokenizer=a.tokenizer, sched=sched, time_scale=a.time_scale,
         eos_probability=profile.eos_probability if a.eos_probability is None else a.eos_probability,
@@ -192,6 +201,8 @@ def build_app(s: SimSettings) -> tuple[SimApp, Engine]:
     faults = Faults(s.fault_rate, s.fault_kinds, np.random.default_rng(seeds[2])) if s.fault_rate > 0 else None
     app = SimApp(engine, tok, vocab, s.model_name, s.sched.max_model_len, s.eos_probability,
                  np.random.default_rng(seeds[3]), make_registry(collector), faults, batcher)
+    if s.otlp_traces_endpoint:
+        engine.tracer = SimTracer(s.otlp_traces_endpoint).start()
     return app, engine
 
 

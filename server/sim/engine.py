@@ -55,6 +55,8 @@ class Engine:
         self.steps = 0
         self._wake = asyncio.Event()
         self._stopping = False
+        self.tracer = None
+        """A :class:`server.sim.tracing.SimTracer` (``--otlp-traces-endpoint``), else None."""
 
     # ---- requests ---------------------------------------------------------------------------
     def submit(self, req: SimRequest) -> None:
@@ -66,6 +68,8 @@ class Engine:
     def abort(self, req: SimRequest) -> None:
         if self.sched.abort(req):
             self.metrics.success["abort"] += 1
+        if self.tracer is not None:
+            self.tracer.abort(req)
 
     def gauges(self) -> dict:
         s = self.sched
@@ -144,6 +148,8 @@ class Engine:
 
     def _record_finished(self, req: SimRequest, now: float) -> None:
         m = self.metrics
+        if self.tracer is not None:
+            self.tracer.finished(req, now)
         m.success[req.finish_reason or "length"] += 1
         n_out = req.num_output
         first, sched_t = req.first_token or now, req.first_scheduled or req.arrival

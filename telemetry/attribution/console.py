@@ -49,4 +49,10 @@ def console_lines(att: Mapping) -> list[str]:
             lines.append(f"    ... {len(spikes) - MAX_SPIKES} more in the summary JSON")
     else:
         lines.append(f"  no latency spikes (no window p99 over {factor:g}× the median window p99)")
+    tail = att.get("tail") or {}
+    if tail.get("source") == "spans":
+        lines.extend(f"  tail ({by}, joined spans): {tail[by]['statement']}" for by in ("ttft", "e2e") if tail.get(by))
+    bn = att.get("bottleneck")
+    if isinstance(bn, Mapping) and bn.get("cause"):
+        lines.append(f"  bottleneck: {bn['cause']} — {bn.get('evidence', '')}")
     return lines

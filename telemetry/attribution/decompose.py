@@ -58,7 +58,14 @@ def decompose(
     queue, prefill = _mean(out["queue_ms"]), _mean(out["prefill_ms"])
     network = _sub(c, s)
     other = _sub(s, queue, prefill)
+    # A mean remainder below zero is no time spent anywhere: the server's histograms count requests the client's
+    # figures do not (other clients, requests cut at the span's edges). It reads 0, and the excess is stated.
+    excess = {k: -v for k, v in (("network_client", network), ("server_other", other)) if v is not None and v < 0}
+    network = max(network, 0.0) if network is not None else None
+    other = max(other, 0.0) if other is not None else None
     out["remainder_ms"] = {"network_client": network, "server_other": other}
+    if excess:
+        out["remainder_ms"]["excess_ms"] = excess
 
     if c is None:
         statement = "no client TTFT"
@@ -69,6 +76,10 @@ def decompose(
             f"client TTFT mean {_fmt(c)} ms = server queue {_fmt(queue)} + prefill {_fmt(prefill)}"
             f" + other server {_fmt(other)} + network & client {_fmt(network)} ms"
         )
+        if excess:
+            statement += " (the server's means exceed the client's by " + ", ".join(
+                f"{_fmt(v)} ms in {k.replace('_', ' & ' if k == 'network_client' else ' ')}" for k, v in excess.items()
+            ) + ": its histograms count requests this client's figures do not; read as 0)"
     ic, iserv = _mean(out["itl_client_ms"]), _mean(out["decode_itl_server_ms"])
     if ic is not None and iserv is not None:
         statement += f"; ITL mean client {ic:.1f} ms vs server {iserv:.1f} ms"

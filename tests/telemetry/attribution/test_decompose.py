@@ -50,5 +50,18 @@ def test_a_tiny_negative_remainder_reads_as_zero():
               "prefill": _h({0.1: 10}, total=0.303)}
     q = {"count": 10, "mean": 60.0, "p50": 55.0, "p90": 70.0, "p95": 75.0, "p99": 80.0, "max": 90.0}
     d = decompose(q, None, server)
-    assert d["remainder_ms"]["server_other"] == pytest.approx(-0.3)
+    assert d["remainder_ms"]["server_other"] == 0.0
+    assert d["remainder_ms"]["excess_ms"] == {"server_other": pytest.approx(0.3)}
     assert "other server 0 + network & client 10 ms" in d["statement"]
+
+
+def test_a_negative_mean_remainder_is_never_printed():
+    # the server's TTFT mean (68 ms) over the client's (60 ms): issue 18's "network & client -8 ms"
+    server = {"ttft": _h({0.1: 10}, total=0.68), "queue": _h({0.1: 10}, total=0.3),
+              "prefill": _h({0.1: 10}, total=0.2)}
+    q = {"count": 10, "mean": 60.0, "p50": 55.0, "p90": 70.0, "p95": 75.0, "p99": 80.0, "max": 90.0}
+    d = decompose(q, None, server)
+    assert d["remainder_ms"]["network_client"] == 0.0
+    assert d["remainder_ms"]["excess_ms"] == {"network_client": pytest.approx(8.0)}
+    assert "network & client 0 ms" in d["statement"] and "-" not in d["statement"]
+    assert "exceed the client's by 8 ms in network & client" in d["statement"]

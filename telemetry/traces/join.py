@@ -1,0 +1,160 @@
+"""Client records and server spans matched by trace id, in bounded memory.
+
+A client record is what the join needs of one :class:`~users.result.GenerationResult` (a tuple, shipped from
+the workers under ``llm_traces`` in ``report_to_master``); a server span is an ``llm_request`` span. Whichever
+comes first waits in a bounded pending table (oldest evicted and counted); a batch request waits for one span
+per prompt (their maxima are its server times). Joined requests are kept up to ``max_joined`` (then counted).
+
+    join = TraceJoin()
+    join.add_client(client_record(result))
+    join.add_spans(spans)                      # from the OTLP receiver
+    join.joined[0].server_ttft_s, join.counts()
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import NamedTuple
+
+from telemetry.traces.otlp import ServerSpan
+from users.result import GenerationResult
+from users.tracing import trace_id_of
+
+MAX_PENDING = 65536
+"""Client records (and span groups) waiting for their other half; the oldest beyond this is dropped, counted."""
+MAX_JOINED = 200_000
+"""Joined requests kept for the tail analysis (about 200 bytes each); later ones are counted, not kept."""
+
+
+class ClientRecord(NamedTuple):
+    """The client's side of one request, as the join needs it (seconds)."""
+
+    trace_id: str
+    request_id: str
+    ok: bool
+    ttft_s: float | None
+    e2e_s: float
+    ttfa_s: float | None
+    stage: str
+    user_class: str
+    batch_size: int
+    error_kind: str | None
+
+
+def client_record(r: GenerationResult) -> ClientRecord | None:
+    """None for a result without one of our request ids."""
+    tid = trace_id_of(r.request_id) if r.request_id else None
+    if tid is None:
+        return None
+    ttfa = getattr(r, "ttfa_s", None)  # the reasoning issue's time to first answer token, where present
+    return ClientRecord(tid, r.request_id, r.ok, r.ttft_s, r.e2e_s, ttfa, r.stage, r.user_class, r.batch_size,
+                        r.error_kind)  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class Joined:
+    """One request seen from both ends (seconds; server values None where the span lacked them)."""
+
+    client: ClientRecord
+    server_ttft_s: float | None
+    server_e2e_s: float | None
+    queue_s: float | None
+    prefill_s: float | None
+    decode_s: float | None
+    inference_s: float | None
+    server_request_id: str | None
+    spans: int
+
+
+def _max(values) -> float | None:
+    vals = [v for v in values if v is not None]
+    return max(vals) if vals else None
+
+
+def _combine(c: ClientRecord, spans: list[ServerSpan]) -> Joined:
+    return Joined(
+        client=c, server_ttft_s=_max(s.ttft_s for s in spans), server_e2e_s=_max(s.e2e_s for s in spans),
+        queue_s=_max(s.queue_s for s in spans), prefill_s=_max(s.prefill_s for s in spans),
+        decode_s=_max(s.decode_s for s in spans), inference_s=_max(s.inference_s for s in spans),
+        server_request_id=spans[0].request_id, spans=len(spans),
+    )  # fmt: skip
+
+
+class TraceJoin:
+    def __init__(self, max_pending: int = MAX_PENDING, max_joined: int = MAX_JOINED) -> None:
+        self.max_pending, self.max_joined = max_pending, max_joined
+        self.reset()
+
+    def reset(self) -> None:
+        self._clients: OrderedDict[str, ClientRecord] = OrderedDict()
+        self._spans: OrderedDict[str, list[ServerSpan]] = OrderedDict()
+        self.joined: list[Joined] = []
+        self.spans_received = 0
+        self.other_spans = 0
+        self.bad_exports = 0
+        self.joined_ok = 0
+        self.joined_failed = 0
+        self.not_kept = 0
+        self.evicted_clients = 0
+        self.evicted_spans = 0
+
+    # ---- input -----------------------------------------------------------------------------
+    def add_client(self, rec: ClientRecord) -> None:
+        spans = self._spans.get(rec.trace_id)
+        if spans is not None and len(spans) >= rec.batch_size:
+            del self._spans[rec.trace_id]
+            self._join(rec, spans)
+            return
+        self._clients[rec.trace_id] = rec
+        if len(self._clients) > self.max_pending:
+            self._clients.popitem(last=False)
+            self.evicted_clients += 1
+
+    def add_spans(self, spans: list[ServerSpan], other: int = 0) -> None:
+        self.spans_received += len(spans)
+        self.other_spans += other
+        for s in spans:
+            group = self._spans.get(s.trace_id)
+            if group is None:
+                group = self._spans[s.trace_id] = []
+                if len(self._spans) > self.max_pending:
+                    _tid, dropped = self._spans.popitem(last=False)
+                    self.evicted_spans += len(dropped)
+            group.append(s)
+            rec = self._clients.get(s.trace_id)
+            if rec is not None and len(group) >= rec.batch_size:
+                del self._clients[s.trace_id]
+                del self._spans[s.trace_id]
+                self._join(rec, group)
+
+    def _join(self, rec: ClientRecord, spans: list[ServerSpan]) -> None:
+        if rec.ok:
+            self.joined_ok += 1
+        else:
+            self.joined_failed += 1
+        if len(self.joined) < self.max_joined:
+            self.joined.append(_combine(rec, spans))
+        else:
+            self.not_kept += 1
+
+    # ---- state -----------------------------------------------------------------------------
+    def waiting_ok(self) -> int:
+        """Completed (ok) client requests whose span has not come (yet)."""
+        return sum(1 for r in self._clients.values() if r.ok)
+
+    def counts(self) -> dict:
+        """The summary's ``traces`` counters: ``joined`` (ok requests joined with their span), ``unmatched``
+        (server spans joined with no client request, evicted ones included), ``requests_unjoined`` (ok
+        requests without a span), and the rest."""
+        waiting = self.waiting_ok()
+        return {
+            "spans": self.spans_received,
+            "joined": self.joined_ok,
+            "joined_failed": self.joined_failed,
+            "unmatched": sum(len(g) for g in self._spans.values()) + self.evicted_spans,
+            "requests_unjoined": waiting + self.evicted_clients,
+            "other_spans": self.other_spans,
+            "bad_exports": self.bad_exports,
+            "not_kept": self.not_kept,
+        }
