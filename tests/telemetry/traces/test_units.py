@@ -1,0 +1,117 @@
+"""Units of the trace join: ids, the simulator's span against vLLM's own attribute names, the receiver's parse,
+the join's bookkeeping and the tail composition."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from server.sim.scheduler import SimRequest
+from server.sim.tracing import SimTracer
+from telemetry.traces.join import ClientRecord, TraceJoin
+from telemetry.traces.otlp import ServerSpan, parse_request
+from telemetry.traces.tail import composition
+from users.tracing import RequestIds, span_id_of, trace_id_of
+
+ROOT = Path(__file__).resolve().parents[3]
+VLLM_SITE = sorted((ROOT / ".venv-vllm" / "lib").glob("python*/site-packages/vllm"))
+
+
+def test_request_ids_are_unique_and_carry_their_trace():
+    ids = RequestIds(worker=3, run=0xABCDEF01)
+    seen = set()
+    for n in range(1, 1001):
+        rid, tp = ids.next()
+        assert rid == f"abcdef01-3-{n}"
+        assert re.fullmatch(r"00-[0-9a-f]{32}-[0-9a-f]{16}-01", tp)
+        assert tp[3:35] == trace_id_of(rid) and tp[36:52] == span_id_of(rid)
+        seen.add(tp[3:35])
+    assert len(seen) == 1000
+    assert trace_id_of("not-one-of-ours") is None and trace_id_of("x") is None
+
+
+def _finished_request(tracer: SimTracer, traceparent: str) -> bytes:
+    req = SimRequest(rid="r", tokens=list(range(12)), num_prompt=10, max_tokens=2, stop_at=2)
+    tracer.begin(req, {"traceparent": traceparent}, "chatcmpl-abc-0", 2)
+    req.arrival, req.first_scheduled, req.first_token = 1.0, 1.25, 1.5
+    tracer.finished(req, 2.0)
+    body = tracer._done[0]
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+    from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans
+
+    return ExportTraceServiceRequest(resource_spans=[ResourceSpans(scope_spans=[ScopeSpans(spans=[body])])]) \
+        .SerializeToString()
+
+
+def test_sim_span_continues_the_trace_and_reads_back():
+    tracer = SimTracer("http://127.0.0.1:9/v1/traces")
+    rid, tp = RequestIds(worker=1, run=7).next()
+    spans, other = parse_request(_finished_request(tracer, tp))
+    assert other == 0 and len(spans) == 1
+    s = spans[0]
+    assert s.trace_id == trace_id_of(rid) and s.parent_span_id == span_id_of(rid)
+    assert (s.ttft_s, s.e2e_s, s.queue_s, s.prefill_s, s.decode_s, s.inference_s) == (0.5, 1.0, 0.25, 0.25, 0.5, 0.75)
+    assert (s.prompt_tokens, s.completion_tokens, s.request_id) == (10, 2, "chatcmpl-abc-0")
+    with pytest.raises(ValueError):
+        parse_request(b"\xff\xff not protobuf")
+
+
+@pytest.mark.skipif(not VLLM_SITE, reason=".venv-vllm not built")
+def test_sim_span_uses_vllms_attribute_names():
+    """Every attribute the simulator sets is one vLLM 0.32's do_tracing sets on its llm_request span."""
+    utils = (VLLM_SITE[0] / "tracing" / "utils.py").read_text()
+    names = dict(re.findall(r"^\s+(GEN_AI_[A-Z0-9_]+) = \"([a-z0-9_.]+)\"", utils, re.M))
+    proc = (VLLM_SITE[0] / "v1" / "engine" / "output_processor.py").read_text()
+    do_tracing = proc[proc.index("def do_tracing"):proc.index('span_name="llm_request"')]
+    vllm_attrs = {names[k] for k in re.findall(r"SpanAttributes\.(GEN_AI_[A-Z0-9_]+)", do_tracing)}
+    tracer = SimTracer("http://127.0.0.1:9/v1/traces")
+    _finished_request(tracer, "00-" + "1" * 32 + "-" + "2" * 16 + "-01")
+    ours = {a.key for a in tracer._done[0].attributes}
+    assert ours <= vllm_attrs and len(ours) >= 10, (ours - vllm_attrs, vllm_attrs)
+
+
+def _span(tid: str, **kw) -> ServerSpan:
+    base = dict(trace_id=tid, span_id="1" * 16, parent_span_id="", request_id=None, ttft_s=0.1, e2e_s=1.0,
+                queue_s=0.05, prefill_s=0.04, decode_s=0.9, inference_s=0.94, prompt_tokens=1, completion_tokens=1,
+                start_ns=0, end_ns=1)  # fmt: skip
+    base.update(kw)
+    return ServerSpan(**base)
+
+
+def _client(tid: str, ttft: float = 0.12, e2e: float = 1.05, batch: int = 1, ok: bool = True) -> ClientRecord:
+    return ClientRecord(tid, f"r-{tid}", ok, ttft, e2e, None, "main", "U", batch, None)
+
+
+def test_join_either_order_batches_and_bounds():
+    j = TraceJoin(max_pending=2)
+    j.add_client(_client("a"))
+    j.add_spans([_span("a")])
+    j.add_spans([_span("b", ttft_s=0.2)])
+    j.add_client(_client("b", ttft=0.3))
+    j.add_client(_client("c", batch=2))
+    j.add_spans([_span("c", ttft_s=0.1), _span("c", ttft_s=0.15)])
+    assert j.joined_ok == 3 and [x.spans for x in j.joined] == [1, 1, 2]
+    assert j.joined[2].server_ttft_s == 0.15  # a batch's server time is its slowest prompt's
+    for tid in ("x", "y", "z"):  # three unmatched spans, room for two: the oldest is evicted and counted
+        j.add_spans([_span(tid)])
+    c = j.counts()
+    assert c["unmatched"] == 3 and j.evicted_spans == 1 and c["requests_unjoined"] == 0
+
+
+def test_tail_composition_names_the_dominant_part_and_never_goes_negative():
+    j = TraceJoin()
+    for i in range(100):
+        tid = f"{i:032x}"
+        slow = i >= 98
+        j.add_client(_client(tid, ttft=2.0 if slow else 0.1, e2e=3.0))
+        # the slow ones queued 1.8 s; one span's TTFT says more than the client saw (a clock skew): 0, counted
+        j.add_spans([_span(tid, queue_s=1.8 if slow else 0.01, prefill_s=0.1 if slow else 0.05,
+                           ttft_s=2.05 if i == 99 else (1.95 if slow else 0.08))])  # fmt: skip
+    comp = composition(j.joined, "ttft")
+    assert comp["requests"] == 2 and comp["threshold_ms"] == 2000.0
+    assert comp["dominant"] == "queue" and comp["shares"]["queue"] == pytest.approx(0.9)
+    assert comp["negative_parts"] == 1 and min(comp["shares"].values()) >= 0
+    assert comp["statement"].startswith("of the 1 % slowest TTFTs (2 requests, >= 2000 ms")
+    assert "90 % queue" in comp["statement"]
