@@ -87,6 +87,7 @@ class LLMCollector(Collector):
                                   labels=[*labels, "outcome", "error_kind"])  # fmt: skip
         prompt = CounterMetricFamily("llm_prompt_tokens", "Prompt tokens sent", labels=labels)
         output = CounterMetricFamily("llm_output_tokens", "Output tokens received", labels=labels)
+        reasoning = CounterMetricFamily("llm_reasoning_tokens", "Output tokens that were reasoning", labels=labels)
         for key, cells in sorted(groups.items()):
             outcomes: dict[str, int] = defaultdict(int)
             for c in cells:
@@ -96,9 +97,11 @@ class LLMCollector(Collector):
                 req.add_metric([*key, "ok" if k == "ok" else "error", "" if k == "ok" else k], n)
             prompt.add_metric(list(key), sum(c.prompt_tokens for c in cells))
             output.add_metric(list(key), sum(c.output_tokens for c in cells))
+            reasoning.add_metric(list(key), sum(c.reasoning_tokens for c in cells))
         yield req
         yield prompt
         yield output
+        yield reasoning
         latest = view.server_latest
         if latest and latest.get("preemptions_total") is not None:
             pre = CounterMetricFamily("llm_server_preemptions", "Server preemptions (relayed counter)")
@@ -141,6 +144,31 @@ class LLMCollector(Collector):
                 g = GaugeMetricFamily(name, doc)
                 g.add_metric([], float(latest[field]))
                 yield g
+        yield from self._detectors(view.detectors)
+
+    @staticmethod
+    def _detectors(state: dict | None):
+        """The live detectors (telemetry/detectors.py): deploy/prometheus/rules/alerts.yml reads these names."""
+        if state is None:
+            return
+        b = GaugeMetricFamily("llm_batching_degraded",
+                              "1 while the batching-collapse rule flags each of the trailing windows, else 0")
+        b.add_metric([], 1.0 if state["batching"]["degraded"] else 0.0)
+        yield b
+        breached = GaugeMetricFamily("llm_slo_breached", "1 while the SLO's trailing-window value is past its "
+                                     "threshold, else 0", labels=["slo"])  # fmt: skip
+        value = GaugeMetricFamily("llm_slo_value", "The SLO's value over the trailing windows (ms; error_rate 0..1)",
+                                  labels=["slo"])  # fmt: skip
+        threshold = GaugeMetricFamily("llm_slo_threshold", "The SLO's threshold (ms; error_rate 0..1)",
+                                      labels=["slo"])  # fmt: skip
+        for c in state["slo"]:
+            breached.add_metric([c["name"]], 1.0 if c["breached"] else 0.0)
+            if c["value"] is not None:
+                value.add_metric([c["name"]], float(c["value"]))
+            threshold.add_metric([c["name"]], float(c["threshold"]))
+        yield breached
+        yield value
+        yield threshold
 
 
 def llm_registry(view_of: Callable[[], RunView]) -> CollectorRegistry:

@@ -3,7 +3,8 @@
 Per stage in run order ``{"stage", "requests", "output_tok_s"}`` plus ``<key>_p50_ms`` / ``<key>_p99_ms`` of each
 ``live`` metric of telemetry.metrics (``ttft_p50_ms``, ``ttst_p99_ms``...; merged across workers, quantiles from
 merged sketches), and
-for the run ``elapsed_s``, ``workers``, ``server_kv_usage`` (the latest scrape) and ``client_kv_block_fill``.
+for the run ``elapsed_s``, ``workers``, ``server_kv_usage`` (the latest scrape), ``client_kv_block_fill`` and
+``detectors`` (the live detectors' state, telemetry/detectors.py; None before their first check).
 
     live(environment.llm_telemetry.view())
 """
@@ -36,4 +37,5 @@ def live(view: RunView) -> dict:
         "stages": stages,
         "server_kv_usage": latest.get("kv_cache_usage") if latest else None,
         "client_kv_block_fill": view.client_kv_fill,
+        "detectors": view.detectors,
     }

@@ -54,6 +54,8 @@ class Merger:
         self.t0_wall = time.time()
         self.t_end_wall: float | None = None
         self.final_summary: dict | None = None
+        self.detectors: dict | None = None
+        """The live detectors' latest state (written by the summarizing role's check loop)."""
 
     def configure(self, options) -> None:
         """Read options (at test_start, when workers have them)."""
@@ -73,6 +75,7 @@ class Merger:
         self.t0_wall = time.time()
         self.t_end_wall = None
         self.final_summary = None
+        self.detectors = None
 
     def end_run(self) -> None:
         if self.t_end_wall is None:
@@ -106,6 +109,11 @@ class Merger:
         return True
 
     # ---- reading ---------------------------------------------------------------------------------
+    def reported_until(self) -> float | None:
+        """Seconds since the run start up to which every live process has reported (None before any report)."""
+        walls = [i.last_report_wall for wid, i in self.workers.items() if wid not in self.lost_workers]
+        return min(walls) - self.t0_wall if walls else None
+
     def sent_model(self) -> str:
         """The model(s) the users sent, comma-separated when processes resolved different ones; "" if unknown."""
         return ", ".join(sorted(self.models_sent))
@@ -147,4 +155,5 @@ class Merger:
             stage_closed_wall=closed[0] if closed is not None else None,
             current_stage=stage_board.current if stage_board is not None else None,
             active_users=int(active_users or 0),
+            detectors=self.detectors,
         )

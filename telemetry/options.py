@@ -6,7 +6,7 @@ locust ... --prometheus-port 9646 --slo-preset seed --llm-summary-json results/s
 from __future__ import annotations
 
 from telemetry.slo import PRESETS
-from workload.argtypes import fraction, milliseconds, port, seconds, url_or_off
+from workload.argtypes import fraction, milliseconds, name_list, port, seconds, url_or_off
 
 PROMETHEUS_PORT_DEFAULT = 9646
 """--prometheus-port: where the master serves llm_* metrics (0 = off)."""
@@ -14,6 +14,10 @@ PROMETHEUS_HOST_DEFAULT = "127.0.0.1"
 """--prometheus-host: the exporter's bind address."""
 SERVER_METRICS_INTERVAL_DEFAULT = 2.0
 """--server-metrics-interval: seconds between scrapes of the server's /metrics."""
+LLM_STOP_ON_DEFAULT = None
+"""--llm-stop-on: the live detectors that end the run when they fire (none)."""
+STOP_ON_CHOICES = ("batching", "slo")
+"""What --llm-stop-on may name (telemetry/detectors.py)."""
 ATTRIBUTION_WINDOW_DEFAULT = 10.0
 """--attribution-window: seconds per window of the report's time series and the spike attribution."""
 
@@ -114,6 +118,15 @@ def add_arguments(parser) -> None:
         env_var="LOCUST_SLO_PRESET",
         default=None,
         help="SLO preset: seed = TTFT p99 800 ms, ITL p95 120 ms, decode span p99 2500 ms (explicit options win)",
+    )
+    a(
+        "--llm-stop-on",
+        type=name_list(STOP_ON_CHOICES),
+        metavar="LIST",
+        env_var="LOCUST_LLM_STOP_ON",
+        default=LLM_STOP_ON_DEFAULT,
+        help="End the run when a live detector fires: batching (collapse rule on the trailing windows), slo "
+        "(TTFT/ITL/error-rate SLO over the trailing windows); the summary's detectors section says why",
     )
     a(
         "--attribution-window",

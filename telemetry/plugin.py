@@ -25,6 +25,7 @@ import urllib.request
 import gevent
 from locust.runners import MasterRunner, WorkerRunner
 
+from telemetry.detectors import LiveDetectors
 from telemetry.distributed import WorkerWatch, drain_final_reports
 from telemetry.exporter import Exporter
 from telemetry.hooks import deliver_to
@@ -168,6 +169,8 @@ class SummarizingRole(Role):
         super().__init__(environment, hub)
         self.exporter: Exporter | None = None
         self._finalized = False
+        self.detectors = LiveDetectors()
+        self._detect = _Loop(self.check_detectors, 1.0)
 
     def register(self) -> Role:
         super().register()
@@ -182,6 +185,7 @@ class SummarizingRole(Role):
 
     def close(self) -> None:
         super().close()
+        self._detect.stop()
         if self.merger.scraper:
             self.merger.scraper.stop(final_scrape=False)
         if self.exporter:
@@ -193,9 +197,41 @@ class SummarizingRole(Role):
         self._finalized = False
         self._start_scraper()
         self._discover_model()
+        self.detectors.reset()
+        self._detect.start()
 
     def on_test_stop(self, environment=None, **_kw) -> None:
+        self._detect.stop()
         self.merger.end_run()
+
+    def check_detectors(self) -> None:
+        """One live check (every second): judge the data up to where every live process has reported (a worker
+        ships every 3 s; its report holds every request finished before it); end the run when a detector named in
+        --llm-stop-on fires."""
+        until = self.merger.reported_until()
+        if until is None or self._finalized:
+            return
+        view = self.hub.view()
+        until = min(until, view.duration_s)
+        if until <= 0:
+            return
+        stopped = self.detectors.stopped_by
+        self.merger.detectors = self.detectors.check(view, until)
+        if stopped is None and self.detectors.stopped_by is not None:
+            why = self.detectors.stopped_by
+            log.error(f"--llm-stop-on: stopping the run, live detector {why['detector']} fired at "
+                      f"{why['at_s']:.0f} s ({why['reason']})")  # fmt: skip
+            gevent.spawn(self._stop_run)  # not from this loop's greenlet: quitting stops the loop
+
+    def _stop_run(self) -> None:
+        runner = self.environment.runner
+        options = self.environment.parsed_options
+        if runner is None:
+            return
+        if getattr(options, "headless", False):
+            runner.quit()
+        else:
+            runner.stop()
 
     def _start_scraper(self) -> None:
         if self.merger.scraper is not None:
@@ -231,6 +267,7 @@ class SummarizingRole(Role):
         if self._finalized:
             return
         self._finalized = True
+        self._detect.stop()
         self.collect_last()
         if self.merger.scraper:
             self.merger.scraper.stop(final_scrape=True)
@@ -344,5 +381,6 @@ def install(environment) -> Role:
     """Create ``environment.llm_telemetry`` and register this process's role; returns the role."""
     hub = TelemetryHub(environment)
     hub.hooks.add_section("versions", versions_section)
+    hub.hooks.add_section("detectors", lambda view, _summary: view.detectors)
     environment.llm_telemetry = hub
     return role_for(environment.runner)(environment, hub).register()

@@ -63,6 +63,8 @@ class RunView:
     """When the shape closed the board (its own end), if it did."""
     current_stage: Stage | None = None
     active_users: int = 0
+    detectors: dict | None = None
+    """The live detectors' latest state (telemetry/detectors.py), None before their first check."""
 
     @property
     def slot_s(self) -> float:
@@ -87,18 +89,21 @@ class RunView:
             spans.append((st, start, max(end, start)))
         return spans
 
-    def windows(self, seconds: float) -> list[Window]:
-        """Merged client sketches per ``seconds``-wide window since the run start (empty windows kept)."""
+    def windows(self, seconds: float, origin_s: float = 0.0) -> list[Window]:
+        """Merged client sketches per ``seconds``-wide window from ``origin_s`` (default: the run start) on,
+        empty windows kept; slots before a later origin are left out (the live detectors' trailing windows)."""
         if seconds <= 0:
             raise ValueError("window length must be positive")
         duration = self.duration_s
-        n = max(1, math.ceil(duration / seconds))
-        out = [Window(i * seconds, min((i + 1) * seconds, duration)) for i in range(n)]
+        n = max(1, math.ceil((duration - origin_s) / seconds))
+        out = [Window(origin_s + i * seconds, min(origin_s + (i + 1) * seconds, duration)) for i in range(n)]
         for i, slot in sorted(self.merged.slots.items()):
-            t = i * self.slot_s - self.t0_wall
+            t = i * self.slot_s - self.t0_wall - origin_s
+            if origin_s > 0 and t < -1e-9:
+                continue
             k = max(0, math.floor(t / seconds))
             while k >= len(out):
-                out.append(Window(len(out) * seconds, (len(out) + 1) * seconds))
+                out.append(Window(origin_s + len(out) * seconds, origin_s + (len(out) + 1) * seconds))
             w = out[k]
             w.requests += slot.requests
             w.errors += slot.errors

@@ -3,9 +3,9 @@
 ``live()`` (the hub's live view) gives, per stage in run order, ``{"stage", "requests", "output_tok_s"}`` and
 ``<key>_p50_ms`` / ``<key>_p99_ms`` for each live metric of telemetry.metrics (TTFT, ITL, TPOT... merged across
 workers; quantiles from merged sketches), and for the run ``server_kv_usage`` (the latest scrape, 0..1),
-``client_kv_block_fill`` (0..1) and ``workers``. The table has one row per stage and a last row "now"
-with the current users, all requests so far and the two KV figures. Quantiles are never averaged or
-summed across stages, so the "now" row leaves them empty. Anything missing shows as an em dash.
+``client_kv_block_fill`` (0..1), ``workers`` and ``detectors``. The table has one row per stage and a last row
+"now" with the current users, all requests so far, the two KV figures and the live detectors' states. Quantiles
+are never averaged or summed across stages, so the "now" row leaves them empty. Anything missing shows as an em dash.
 
     rows = llm_rows(environment.llm_telemetry.live(), users=runner.user_count)
 """
@@ -30,6 +30,7 @@ COLUMNS: list[tuple[str, str]] = [
     ("output_tok_s", "Output tok/s"),
     ("server_kv", "Server KV usage"),
     ("client_kv", "Client KV fill"),
+    ("detectors", "Live detectors"),
 ]
 STRUCTURE = [{"key": key, "title": title} for key, title in COLUMNS]
 LATENCIES = keys("live")
@@ -76,7 +77,23 @@ def now_row(live: Mapping, stages: list[Mapping], users: int | None) -> dict[str
         out["requests"] = _fixed(sum(counts), 0)  # counts add up across stages; quantiles do not
     out["server_kv"] = _percent(live.get("server_kv_usage"))
     out["client_kv"] = _percent(live.get("client_kv_block_fill"))
+    out["detectors"] = detector_text(live.get("detectors"))
     return out
+
+
+def detector_text(state: Mapping | None) -> str:
+    """The live detectors in one cell: ``batching ok · ttft_p99_ms BREACHED 950 > 800`` (telemetry/detectors.py)."""
+    if not isinstance(state, Mapping):
+        return MISSING
+    b = state.get("batching") or {}
+    parts = ["batching DEGRADED" if b.get("degraded") else "batching ok" if b.get("judged") else "batching pending"]
+    for c in state.get("slo") or []:
+        value = _num(c.get("value"))
+        shown = "—" if value is None else f"{value:.4g}"
+        parts.append(f"{c.get('name')} {'BREACHED' if c.get('breached') else 'ok'} {shown} / {c.get('threshold'):g}")
+    if state.get("stopped_by"):
+        parts.append(f"stopped by {state['stopped_by'].get('detector')}")
+    return " · ".join(parts)
 
 
 def llm_rows(live: Mapping | None, users: int | None = None) -> list[dict[str, str]]:

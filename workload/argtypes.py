@@ -110,6 +110,20 @@ def url_or_off(text: str) -> str:
     raise reject("an http(s):// URL or 'off'", text)
 
 
+def name_list(choices: tuple[str, ...]) -> Callable[[str], str]:
+    """A type for a comma list of names from ``choices`` (at least one); the value is the normalized list text
+    (``"batching,slo"``), so the web UI's form round-trips it; readers split on commas."""
+    form = f"a comma list of {', '.join(choices)} such as {','.join(choices)}"
+
+    def check(text: str) -> str:
+        parts = [p.strip().lower() for p in str(text).split(",") if p.strip()]
+        if not parts or any(p not in choices for p in parts):
+            raise reject(form, text)
+        return ",".join(dict.fromkeys(parts))
+
+    return _named("name_list", f"A comma list of names from {', '.join(choices)}.", check)
+
+
 def length_spec(text: str) -> str:
     """A length SPEC (``workload.lengths``), normalized; the message lists the SPEC forms."""
     try:

@@ -48,32 +48,43 @@ def _judgeable(w: Window, metric: str) -> bool:
     return w.requests > 0 and w.metric(metric) is not None and w.running_median is not None
 
 
-def detect(windows: Sequence[Window], rule: BatchingRule = BatchingRule()) -> dict:
-    """Verdict, flagged window indices and the baseline used (``baseline`` is None without enough data)."""
-    usable = [w for w in windows if _judgeable(w, rule.metric)]
-    base = usable[: rule.baseline_windows]
-    result: dict = {"verdict": False, "flagged_windows": [], "baseline": None, "failed_at_s": None}
+def baseline(windows: Sequence[Window], rule: BatchingRule = BatchingRule()) -> dict | None:
+    """The baseline the rule compares with: the first ``baseline_windows`` judgeable windows (None: not enough).
+    ``{"windows", "p99_ms", "batch_size_median", "metric"}``; the live detector (telemetry/detectors.py) freezes it."""
+    base = [w for w in windows if _judgeable(w, rule.metric)][: rule.baseline_windows]
     if len(base) < rule.baseline_windows:
-        return result
-    base_p99 = statistics.median(w.metric(rule.metric) for w in base)
-    base_batch = statistics.median(w.running_median for w in base)
-    result["baseline"] = {
+        return None
+    return {
         "windows": [w.index for w in base],
-        "p99_ms": base_p99,
-        "batch_size_median": base_batch,
+        "p99_ms": statistics.median(w.metric(rule.metric) for w in base),
+        "batch_size_median": statistics.median(w.running_median for w in base),
         "metric": rule.metric,
     }
-    after = base[-1].index
+
+
+def flagged(w: Window, base: dict, rule: BatchingRule = BatchingRule()) -> bool:
+    """Does window ``w`` show the collapse against ``base`` (:func:`baseline`)? P99 up by ``p99_rise`` and the
+    median batch below ``size_ratio`` of the baseline's; a window without the data to judge it is not flagged."""
+    return (
+        _judgeable(w, rule.metric)
+        and w.metric(rule.metric) >= base["p99_ms"] * (1.0 + rule.p99_rise)
+        and w.running_median < base["batch_size_median"] * rule.size_ratio
+    )
+
+
+def detect(windows: Sequence[Window], rule: BatchingRule = BatchingRule()) -> dict:
+    """Verdict, flagged window indices and the baseline used (``baseline`` is None without enough data)."""
+    result: dict = {"verdict": False, "flagged_windows": [], "baseline": None, "failed_at_s": None}
+    base = baseline(windows, rule)
+    if base is None:
+        return result
+    result["baseline"] = base
+    after = base["windows"][-1]
     streak: list[Window] = []
     for w in windows:
         if w.index <= after:
             continue
-        flagged = (
-            _judgeable(w, rule.metric)
-            and w.metric(rule.metric) >= base_p99 * (1.0 + rule.p99_rise)
-            and w.running_median < base_batch * rule.size_ratio
-        )
-        if not flagged:
+        if not flagged(w, base, rule):
             streak = []
             continue
         result["flagged_windows"].append(w.index)

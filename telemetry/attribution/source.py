@@ -23,10 +23,11 @@ def _ms(sketch, q: float) -> float | None:
     return None if v is None else v * 1000.0
 
 
-def client_windows(view, seconds: float) -> list[ClientWindow]:
-    """The view's merged client windows as :class:`ClientWindow` rows (TTFT/ITL p50 and p99 in ms)."""
+def client_windows(view, seconds: float, origin_s: float = 0.0) -> list[ClientWindow]:
+    """The view's merged client windows (from ``origin_s`` on) as :class:`ClientWindow` rows (TTFT/ITL p50 and
+    p99 in ms)."""
     out = []
-    for w in view.windows(seconds):
+    for w in view.windows(seconds, origin_s):
         ttft, itl = w.sketches.get("ttft"), w.sketches.get("itl")
         out.append(
             ClientWindow(

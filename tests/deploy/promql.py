@@ -24,6 +24,8 @@ CLIENT_METRICS = {
     "llm_output_tokens_total", "llm_active_users", "llm_stage_info", "llm_latency_quantile_seconds",
     "llm_client_kv_block_fill_ratio", "llm_server_kv_cache_usage_ratio", "llm_server_requests_running",
     "llm_server_requests_waiting", "llm_server_preemptions_total", "llm_time_to_second_token_seconds",
+    "llm_time_to_first_answer_token_seconds", "llm_thinking_span_seconds", "llm_reasoning_tokens_total",
+    "llm_batching_degraded", "llm_slo_breached", "llm_slo_value", "llm_slo_threshold",
 }  # fmt: skip
 VLLM_METRICS = {
     "vllm:kv_cache_usage_perc", "vllm:num_requests_running", "vllm:num_requests_waiting",

@@ -1,0 +1,128 @@
+"""The live detectors end to end (issue #16): a simulator whose batching collapses mid-run (``--batch-cap-at``), a
+Locust master and one worker, and the tests' real Prometheus scraping the master's exporter every second.
+
+- ``llm_batching_degraded`` reads 0 in every scrape before the cap and 1 within four windows of it;
+- the master logs the flip once; the summary's ``detectors`` section holds the state;
+- ``--llm-stop-on batching`` ends a (local) run when the detector fires and the summary says why.
+
+The cap's wall time is bounded from both sides: the sim's clock starts after its launch and before its /health
+answers, so the cap lies in [launch + T, ready + T]; "0 before" is checked before the lower bound, "1 within four
+windows" from the lower bound (both the stricter reading).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+
+import pytest
+
+from tests.deploy.promql import query
+from tests.requires import require_tool
+from tests.support import LOCUST, PY, Proc, free_port, wait_http
+
+pytestmark = pytest.mark.slow
+
+WINDOW_S = 6.0
+CAP_AT_S = 26.0  # sim seconds; the run starts a few seconds after the sim, so the baseline (3 windows) is settled
+LOAD = ["-u", "16", "-r", "16", "--input-len", "fixed:128", "--output-len", "fixed:64", "--model", "sim-tiny",
+        "--server-metrics-interval", "0.5"]  # fmt: skip
+
+
+def _sim(port: int, cap_at: float) -> Proc:
+    return Proc([PY, "-m", "server.sim", "--host", "127.0.0.1", "--port", str(port), "--profile", "cpu-tiny",
+                 "--batch-cap-at", f"{cap_at:g}:1"], name="sim")  # fmt: skip
+
+
+def _range(base: str, expr: str, start: float, end: float) -> list[tuple[float, float]]:
+    """(t, value) samples of a one-series query, from the raw samples Prometheus stored (a range selector)."""
+    body = query(base, f"{expr}[{int(end - start) + 5}s]")
+    assert body.get("status") == "success", body
+    result = body["data"]["result"]
+    assert len(result) <= 1, result
+    return [(float(t), float(v)) for t, v in result[0]["values"]] if result else []
+
+
+def test_batching_gauge_flips_within_four_windows_of_the_cap(tmp_path):
+    prom_exe = require_tool("prometheus", "prometheus")
+    sim_port, exporter, master_port, prom_port = free_port(), free_port(), free_port(), free_port()
+    (tmp_path / "prometheus.yml").write_text(
+        "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nscrape_configs:\n"
+        f"  - job_name: locust\n    static_configs: [{{targets: ['127.0.0.1:{exporter}']}}]\n"
+        f"  - job_name: llm-server\n    static_configs: [{{targets: ['127.0.0.1:{sim_port}']}}]\n"
+    )
+    summary_path = tmp_path / "summary.json"
+    launch = time.time()
+    with _sim(sim_port, CAP_AT_S) as sim:
+        wait_http(f"http://127.0.0.1:{sim_port}/health", proc=sim)
+        ready = time.time()
+        prom = Proc([prom_exe, f"--config.file={tmp_path / 'prometheus.yml'}", f"--storage.tsdb.path={tmp_path / 'db'}",
+                     f"--web.listen-address=127.0.0.1:{prom_port}"], name="prometheus")  # fmt: skip
+        master = Proc([LOCUST, "-f", "locustfile.py", "--headless", "--master", "--expect-workers", "1",
+                       "--master-bind-host", "127.0.0.1", "--master-bind-port", str(master_port),
+                       "--host", f"http://127.0.0.1:{sim_port}", "--prometheus-port", str(exporter), "-t", "50s",
+                       "--only-summary", "--llm-summary-json", str(summary_path), "--attribution-window",
+                       f"{WINDOW_S:g}", *LOAD, "StreamingChatUser"],
+                      name="master")  # fmt: skip
+        worker = Proc([LOCUST, "-f", "locustfile.py", "--worker", "--master-host", "127.0.0.1", "--master-port",
+                       str(master_port)], name="worker")  # fmt: skip
+        with prom, master, worker:
+            base = f"http://127.0.0.1:{prom_port}"
+            wait_http(base + "/-/ready", timeout=30, proc=prom)
+            deadline = time.monotonic() + 80
+            while master.alive() and time.monotonic() < deadline:  # mid-run: the detector fired, the run goes on
+                if query(base, "llm_batching_degraded == 1").get("data", {}).get("result"):
+                    break
+                time.sleep(0.5)
+            time.sleep(2)  # two more scrapes, so rate() over the dashboard's windows has points after the flip
+            end = time.time()
+            degraded = _range(base, 'llm_batching_degraded{job="locust"}', launch, end)
+            running = _range(base, 'vllm:num_requests_running{job="llm-server"}', launch, end)
+            master.wait(90)
+            worker.wait(30)
+    log = master.output()
+    cap_low, cap_high = launch + CAP_AT_S, ready + CAP_AT_S
+    assert degraded, f"no llm_batching_degraded scraped\n{log[-3000:]}"
+    before = [(t, v) for t, v in degraded if t < cap_low]
+    assert len(before) >= 5 and all(v == 0 for _, v in before), before  # scraped, and 0, before the cap
+    fired = [t for t, v in degraded if v == 1]
+    assert fired, f"never degraded: {degraded}\n{log[-3000:]}"
+    delay = fired[0] - cap_low
+    print(f"llm_batching_degraded 1 at {delay:.1f} s after the cap's lower bound ({(fired[0] - cap_high):.1f} s after "
+          f"its upper bound); window {WINDOW_S:g} s; 0 in {len(before)} scrapes before it")  # fmt: skip
+    assert 0 < fired[0] - cap_low <= 4 * WINDOW_S, (delay, degraded)
+    # the simulator's own gauge shows the collapse the detector judged: one running sequence after the cap
+    assert any(v >= 4 for t, v in running if t < cap_low) and all(v <= 1 for t, v in running if t > fired[0])
+    assert log.count("live detector batching: FIRED") == 1, log[-3000:]
+    summary = json.loads(summary_path.read_text())
+    det = summary["detectors"]
+    assert det["batching"]["baseline"]["batch_size_median"] >= 4 and det["stopped_by"] is None, det
+
+
+def test_stop_on_batching_ends_the_run_and_says_why(tmp_path):
+    port = free_port()
+    out = tmp_path / "summary.json"
+    with _sim(port, 8.0) as sim:
+        wait_http(f"http://127.0.0.1:{port}/health", proc=sim)
+        argv = [LOCUST, "-f", "locustfile.py", "--headless", "--host", f"http://127.0.0.1:{port}", "--only-summary",
+                "--prometheus-port", "0", "--llm-summary-json", str(out), "-t", "60s", "--llm-stop-on", "batching",
+                "--attribution-window", "2", *LOAD, "StreamingChatUser"]
+        with Proc(argv, name="locust") as loc:
+            loc.wait(75)
+            log = loc.output()
+    summary = json.loads(out.read_text())
+    why = summary["detectors"]["stopped_by"]
+    assert why is not None and why["detector"] == "batching", log[-3000:]
+    assert "batch median" in why["reason"] and why["at_s"] < 40, why
+    assert summary["duration_s"] < 45, summary["duration_s"]  # ended well before -t 60s
+    assert "--llm-stop-on: stopping the run, live detector batching fired" in log
+    assert summary["detectors"]["stop_on"] == ["batching"]
+
+
+def test_stop_on_names_are_checked():
+    proc = subprocess.run([LOCUST, "-f", "locustfile.py", "--headless", "--llm-stop-on", "batching,slow", "-t", "1s"],
+                          capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert proc.returncode != 0
+    assert "expected a comma list of batching, slo such as batching,slo, got 'batching,slow'" in proc.stderr
+
