@@ -1,8 +1,11 @@
 """The engine loop: plan a step, wait the cost model's step time, apply it, hand tokens to the streams.
 
-Time is simulated time, ``(perf_counter() - start) * time_scale`` seconds: with ``--time-scale S`` a
-step the cost model prices at ``t`` seconds takes ``t / S`` real seconds, and every server-side
-figure (metrics, batch-cap start) is in the same scaled clock, so clients see everything S× faster.
+Two clocks: with ``--time-scale S`` a step the cost model prices at ``t`` simulated seconds takes ``t / S``
+real seconds. Every timestamp the engine keeps (arrival, first scheduled, first and last token) and so every
+duration it exports (the latency histograms of /metrics, the spans of --otlp-traces-endpoint) is in wall-clock
+seconds since start — the time its clients experience, so a client's TTFT and the server's queue + prefill add
+up whatever S is. Only the batch-cap start (``--batch-cap-at T:N``) is read on the simulated clock
+(``SimClock.sim()``, S× the wall clock).
 Sleeps follow a chain of deadlines, so the event loop's timer granularity (about 1 ms) does not
 accumulate across steps.
 
@@ -30,7 +33,8 @@ RESYNC_S = 0.05  # real seconds behind the deadline chain after which it restart
 
 
 class SimClock:
-    """Simulated seconds since start: real elapsed time multiplied by the time scale."""
+    """Wall-clock seconds since start (``now``; every exported duration) and simulated ones (``sim``: ``now`` times
+    the time scale; the batch-cap start)."""
 
     __slots__ = ("scale", "t0")
 
@@ -39,6 +43,9 @@ class SimClock:
         self.t0 = time.perf_counter()
 
     def now(self) -> float:
+        return time.perf_counter() - self.t0
+
+    def sim(self) -> float:
         return (time.perf_counter() - self.t0) * self.scale
 
 
@@ -83,7 +90,7 @@ class Engine:
     # ---- the loop ---------------------------------------------------------------------------
     def _apply_batch_cap(self) -> None:
         cap = self.batch_cap_at
-        if cap is not None and self.sched.batch_cap is None and self.clock.now() >= cap[0]:
+        if cap is not None and self.sched.batch_cap is None and self.clock.sim() >= cap[0]:
             self.sched.batch_cap = cap[1]
             log.info("batch cap: at most %d running sequences from t=%.1fs (sim time)", cap[1], cap[0])
 
