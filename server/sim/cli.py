@@ -93,7 +93,10 @@ def build_parser() -> argparse.ArgumentParser:
                         help="reuse cached full blocks of shared prompt prefixes")
     sim = p.add_argument_group("simulation")
     sim.add_argument("--time-scale", type=positive_number, default=1.0,
-                     help="run the clock S times faster than real time (default %(default)g)")
+                     help="run the simulated clock S times faster than real time: a step the profile prices at t seconds "
+                     "takes t/S real seconds (default %(default)g). Clocks: the streams, /metrics' latency "
+                     "histograms and the OTLP spans are in wall-clock seconds, the time clients experience; "
+                     "only --batch-cap-at's T is simulated seconds")
     sim.add_argument("--tokens-per-chunk", type=positive_int, default=1,
                      help="tokens produced per decode step and sent per chunk (multi-token prediction)")
     sim.add_argument("--num-speculative-tokens", type=positive_int,
@@ -111,7 +114,8 @@ def build_parser() -> argparse.ArgumentParser:
     faults.add_argument("--fault-kinds", type=_fault_kinds, default=KINDS,
                         help=f"comma list of {','.join(KINDS)} (default: all)")
     faults.add_argument("--batch-cap-at", type=_batch_cap, metavar="T:N",
-                        help="from second T (simulated) on, admit no more than N running sequences")
+                        help="from simulated second T on (wall second T/S with --time-scale S), admit no more than N "
+                        "running sequences")
     p.add_argument("--otlp-traces-endpoint", type=url_or_off, metavar="URL",
                    help="post vLLM's llm_request span of every finished request to this OTLP/HTTP protobuf URL, "
                    "e.g. http://127.0.0.1:4318/v1/traces (as vllm serve --otlp-traces-endpoint with "
