@@ -93,8 +93,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help="reuse cached full blocks of shared prompt prefixes")
     sim = p.add_argument_group("simulation")
     sim.add_argument("--time-scale", type=positive_number, default=1.0,
-                     help="run the simulated clock S times faster than real time: a step the profile prices at t seconds "
-                     "takes t/S real seconds (default %(default)g). Clocks: the streams, /metrics' latency "
+                     help="run the simulated clock S times faster than real time: a step the profile prices at t "
+                     "seconds takes t/S real seconds (default %(default)g). Clocks: the streams, /metrics' latency "
                      "histograms and the OTLP spans are in wall-clock seconds, the time clients experience; "
                      "only --batch-cap-at's T is simulated seconds")
     sim.add_argument("--tokens-per-chunk", type=positive_int, default=1,
