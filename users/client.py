@@ -12,7 +12,8 @@ classified, and the request ends as ONE frozen :class:`~users.result.GenerationR
 How the answer is read — the stream's chunk classifier, its end-of-stream rule, the parse of a whole
 answer — is the call's ``answer`` (:class:`users.adapters.base.Answer`, by default the OpenAI shape).
 
-Error kinds: ``http_4xx`` / ``http_5xx`` / ``http_429`` (quoting the server's body, truncated),
+Error kinds: ``http_4xx`` / ``http_5xx`` / ``http_429`` / ``http_3xx`` (a redirect: not followed) (quoting the
+server's body, truncated),
 ``timeout`` (no byte for ``--request-timeout``: users.watchdog, or the socket timeout without it), ``connection``
 (no response: refused, reset, closed before the headers), ``stream_cut`` (the stream ended or broke
 without the answer's end markers: for OpenAI ``[DONE]`` and a ``finish_reason``), ``bad_chunk`` (an
@@ -40,7 +41,7 @@ from geventhttpclient.response import HTTPParseError, HTTPSocketPoolResponse
 import users.sendstamp as sendstamp
 from users.adapters.base import Answer
 from users.adapters.openai import OPENAI
-from users.faults import LLMError, quote
+from users.faults import LLMError, StreamFault, quote
 from users.inflight import Inflight, LiveRequest
 from users.result import GenerationResult
 from users.sse import SSEParser
@@ -78,7 +79,22 @@ class Call:
 def _kind_of_status(status: int) -> str:
     if status == 429:
         return "http_429"
+    if status < 400:
+        return "http_3xx"  # a redirect is not followed: a POST to a load-tested server must not move
     return "http_5xx" if status >= 500 else "http_4xx"
+
+
+def _not_a_stream(resp: HTTPSocketPoolResponse, live: LiveRequest) -> LLMError | None:
+    """A stream answered with a body that is declared as something else (an HTML error page from a proxy,
+    a JSON object): the error it is, read whole up to the error body limit; None for an event stream (or
+    no Content-Type: read as one). Once per request, before the read loop."""
+    ct = resp.get("content-type")
+    if not ct or "event-stream" in ct:
+        return None
+    body = _read_all(resp, _ERROR_BODY_LIMIT, live)
+    if "json" in ct and (b'"error"' in body or b'"object":"error"' in body.replace(b" ", b"")):
+        return StreamFault("server_error", quote(body, strip=True))
+    return StreamFault("bad_chunk", f"not an event stream (Content-Type: {ct}): {quote(body, strip=True)}")
 
 
 def exchange(
@@ -116,10 +132,13 @@ def exchange(
             if scheduled is None:
                 t0 = t_sent
         status = resp.status_code
-        if status >= 400:
+        if status >= 300:
             body = quote(_read_all(resp, _ERROR_BODY_LIMIT, live), strip=True)
-            raise LLMError(_kind_of_status(status), f"HTTP {status}: {body}")
+            moved = f" to {resp.get('location')}" if status < 400 else ""
+            raise LLMError(_kind_of_status(status), f"HTTP {status}{moved}: {body}")
         if call.stream:
+            if (fault := _not_a_stream(resp, live)) is not None:
+                raise fault
             t_end = _read_stream(resp, tally, live)
             return _stream_result(call, tally, t0, t_sent, t_end, wall, count_text)
         raw = _read_all(resp, None, live)

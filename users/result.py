@@ -18,6 +18,7 @@ ERROR_KINDS = (
     "http_4xx",
     "http_5xx",
     "http_429",
+    "http_3xx",  # a redirect (not followed)
     "timeout",
     "connection",
     "stream_cut",

@@ -18,7 +18,12 @@ event; everything else takes the general path.
 
 from __future__ import annotations
 
-__all__ = ["SSEParser"]
+from users.faults import StreamFault, quote
+
+__all__ = ["MAX_EVENT", "SSEParser"]
+
+MAX_EVENT = 1 << 20
+"""Bytes one event may hold before its blank line: a chunk of an LLM stream is a few hundred bytes."""
 
 
 class SSEParser:
@@ -56,7 +61,10 @@ class SSEParser:
                 payload = self._event(block)
                 if payload is not None:
                     out.append(payload)
-        self._buf = buf[start:] if start else buf
+        self._buf = buf = buf[start:] if start else buf
+        if len(buf) > MAX_EVENT:  # a line that never ends (a 4 MiB "chunk", a server's garbage): bounded memory
+            detail = f"an SSE event over {MAX_EVENT >> 20} MiB without its end: {quote(buf[:60])}"
+            raise StreamFault("bad_chunk", detail)
         return out
 
     def close(self) -> list[bytes]:

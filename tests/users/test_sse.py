@@ -115,3 +115,21 @@ def test_recorded_vllm_streams_frame_identically_in_any_split(name: str) -> None
         assert feed_in([t.body[:cut], t.body[cut:]])[0] == whole
     crlf = t.body.replace(b"\n", b"\r\n")
     assert feed_in([crlf[i : i + 7] for i in range(0, len(crlf), 7)])[0] == whole
+
+
+def test_an_event_that_never_ends_is_bad_chunk_past_one_mib_not_unbounded_memory():
+    from users.faults import StreamFault  # noqa: PLC0415
+    from users.sse import MAX_EVENT  # noqa: PLC0415
+
+    p = SSEParser()
+    line = b"data: " + b"x" * (16 * 1024)
+    for _ in range(MAX_EVENT // len(line)):
+        assert p.feed(line) == []
+    assert p.pending <= MAX_EVENT
+    with pytest.raises(StreamFault) as e:
+        p.feed(line)
+    assert e.value.kind == "bad_chunk" and str(e.value).startswith("bad_chunk: an SSE event over 1 MiB without its end")
+    # an event just under the cap is still read whole
+    q = SSEParser()
+    big = b"y" * (MAX_EVENT - 100)
+    assert q.feed(b"data: " + big[:500000]) == [] and q.feed(big[500000:] + b"\n\n") == [big]
