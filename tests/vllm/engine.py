@@ -40,7 +40,7 @@ def missing_reason() -> str | None:
     return None
 
 
-def serve_argv(port: int, kv_bytes: str) -> list[str]:
+def serve_argv(port: int, kv_bytes: str, extra: tuple[str, ...] = ()) -> list[str]:
     return [
         str(VLLM), "serve", str(MODEL_DIR),
         "--host", "127.0.0.1", "--port", str(port),
@@ -50,6 +50,7 @@ def serve_argv(port: int, kv_bytes: str) -> list[str]:
         "--max-model-len", str(MAX_MODEL_LEN),
         "--kv-cache-memory-bytes", kv_bytes,
         "--disable-uvicorn-access-log",
+        *extra,
     ]  # fmt: skip
 
 
@@ -84,8 +85,10 @@ class EnginePool:
         self.current: Server | None = None
         self.starts: list[tuple[str, float]] = []
 
-    def serve(self, kv_bytes: str = "64M") -> Server:
-        if self.current is not None and self.current.kv_bytes == kv_bytes and self.current.proc.alive():
+    def serve(self, kv_bytes: str = "64M", extra: tuple[str, ...] = ()) -> Server:
+        """A healthy server with this KV size and these extra ``vllm serve`` flags (e.g. a reasoning parser)."""
+        key = kv_bytes + "".join(f" {a}" for a in extra)
+        if self.current is not None and self.current.kv_bytes == key and self.current.proc.alive():
             return self.current
         self.close()
         port = free_port()
@@ -100,15 +103,18 @@ class EnginePool:
             "HF_HOME": str(cache / "hf"),
             "XDG_CACHE_HOME": str(cache / "xdg"),
             "TORCHINDUCTOR_CACHE_DIR": str(cache / "inductor"),
+            # with --otlp-traces-endpoint: OTLP over HTTP (vLLM's default is gRPC), exported every 200 ms
+            "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL": "http/protobuf",
+            "OTEL_BSP_SCHEDULE_DELAY": "200",
         }
         t0 = time.monotonic()
-        proc = Proc(serve_argv(port, kv_bytes), name=f"vllm-{kv_bytes}", env=env)
+        proc = Proc(serve_argv(port, kv_bytes, extra), name=f"vllm-{kv_bytes}", env=env)
         try:
             wait_http(f"http://127.0.0.1:{port}/health", timeout=START_TIMEOUT_S, proc=proc)
         except BaseException:
             proc.stop()
             raise
-        server = Server(proc=proc, port=port, kv_bytes=kv_bytes, start_s=time.monotonic() - t0)
+        server = Server(proc=proc, port=port, kv_bytes=key, start_s=time.monotonic() - t0)
         self.starts.append((kv_bytes, server.start_s))
         self.current = server
         return server

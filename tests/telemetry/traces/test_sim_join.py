@@ -96,6 +96,7 @@ def _all_joined(s: dict) -> dict:
     for row in t["slowest"]["ttft"]:
         assert row["server_ttft_ms"] <= row["client_ttft_ms"] and row["server_e2e_ms"] <= row["client_e2e_ms"], row
         assert row["queue_ms"] + row["prefill_ms"] <= row["server_ttft_ms"] + 1e-3
+        assert row["server_request_id"] == f"chatcmpl-{row['request_id']}-0"  # the sim echoes X-Request-Id
     return t
 
 
