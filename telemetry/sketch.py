@@ -217,5 +217,27 @@ class LogSketch:
             counts = np.concatenate(([self.zero], counts))
         return values, counts
 
+    def bins(self, max_bins: int) -> tuple[np.ndarray, np.ndarray]:
+        """(edges, counts) of at most ``max_bins`` bins over the data's own range, for a histogram plot.
+
+        A bin is a run of whole buckets (``k`` of them, the fewest that make ``max_bins`` enough), so no bin holds a
+        fraction of a bucket and a narrow distribution keeps every bucket of its shape; the outer edges are the
+        exact min and max. Values at or below MIN_VALUE (the zero bucket) are left out. Empty sketch: two empty
+        arrays."""
+        nz = np.flatnonzero(self.counts)
+        if nz.size == 0 or max_bins < 1:
+            return np.zeros(0), np.zeros(0, dtype=np.int64)
+        first, last = int(nz[0]), int(nz[-1])
+        k = max(1, math.ceil((last - first + 1) / max_bins))
+        n = math.ceil((last - first + 1) / k)
+        counts = np.zeros(n * k, dtype=np.int64)
+        counts[: last - first + 1] = self.counts[first : last + 1]
+        binned = counts.reshape(n, k).sum(axis=1)
+        edges = np.exp((self.offset + first - 1 + k * np.arange(n + 1)) * self._ln_gamma)
+        lo, hi = max(self.min, MIN_VALUE), self.max
+        if hi > lo:  # the exact range; a bucket's bounds when every value is the same
+            edges[0], edges[-1] = max(edges[0], lo), min(edges[-1], hi)
+        return edges, binned
+
     def __repr__(self) -> str:
         return f"LogSketch(n={self.count}, p50={self.quantile(0.5)}, max={self.max if self.count else None})"

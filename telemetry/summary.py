@@ -10,13 +10,11 @@ server series, so it is the same whatever the number of workers. Quantile object
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 from telemetry.hooks import SummaryHooks
 from telemetry.metrics import having
-from telemetry.recorder import Cell, Recorder
+from telemetry.recorder import FINE_METRICS, Cell, Recorder
 from telemetry.sketch import LogSketch
 from telemetry.view import RunView
 
@@ -124,23 +122,22 @@ def _server_section(view: RunView) -> dict:
     }
 
 
-def _histograms(cells: list[Cell], metrics: tuple[str, ...], per_decade: int = 20) -> dict:
-    """Latency distributions for plotting: counts in log-spaced bins (ms), from the merged sketches."""
+HIST_BINS = 40
+"""Most bins of a summary histogram (``histograms``): runs of whole sketch buckets over the data's own range."""
+
+
+def _histograms(cells: list[Cell], metrics: tuple[str, ...], max_bins: int = HIST_BINS) -> dict:
+    """Latency distributions for plotting: counts in at most ``max_bins`` bins (edges in ms) over the data's own
+    range (min to max), each bin a run of whole sketch buckets — a narrow distribution keeps its shape instead of
+    falling into one or two fixed log bins. Per-request metrics come from the fine sketches (0.2 % buckets)."""
     out = {}
     for m in metrics:
-        s = Recorder.merged_sketch(cells, m)
-        if s.count == 0:
-            out[m] = {"edges_ms": [], "counts": [], "count": 0}
+        s = Recorder.merged_fine(cells, m) if m in FINE_METRICS else Recorder.merged_sketch(cells, m)
+        edges, counts = s.bins(max_bins)
+        if s.count == 0 or edges.size < 2:
+            out[m] = {"edges_ms": [], "counts": [], "count": s.count}
             continue
-        values, counts = s.bucket_values()
-        values_ms = np.maximum(values * 1000.0, 1e-3)
-        lo = math.floor(math.log10(max(values_ms.min(), 1e-3)) * per_decade) / per_decade
-        hi = math.ceil(math.log10(values_ms.max()) * per_decade + 1e-9) / per_decade
-        edges = np.power(10.0, np.arange(lo, hi + 1.0 / per_decade, 1.0 / per_decade))
-        if edges.size < 2:
-            edges = np.array([10**lo, 10 ** (lo + 1.0 / per_decade)])
-        binned = np.histogram(values_ms, bins=edges, weights=counts)[0]
-        out[m] = {"edges_ms": edges.tolist(), "counts": binned.astype(np.int64).tolist(), "count": s.count}
+        out[m] = {"edges_ms": (edges * 1000.0).tolist(), "counts": counts.astype(np.int64).tolist(), "count": s.count}
     return out
 
 

@@ -295,7 +295,9 @@ def stacked_bar(title: str, parts: Sequence[tuple[str, float]], *, unit: str = "
 
 
 def _log_ticks(lo: float, hi: float) -> list[float]:
-    """1-2-5 ticks per decade inside [lo, hi] (positive values)."""
+    """1-2-5 ticks per decade inside [lo, hi] (positive values); round linear steps on a narrow range."""
+    if hi < 3 * lo:  # under half a decade the log axis is nearly linear: label it like one
+        return [t for t in nice_ticks(lo, hi) if lo <= t <= hi] or [lo, hi]
     ticks = []
     for e in range(math.floor(math.log10(lo)), math.ceil(math.log10(hi)) + 1):
         for m in (1, 2, 5):
@@ -334,7 +336,8 @@ def histogram_chart(
     x = _Scale(lo, hi, PAD_L, W - PAD_R)
     ticks = nice_ticks(0.0, max(values))
     y = _Scale(ticks[0], ticks[-1], H - PAD_B, PAD_T, ticks)
-    names = {math.log10(t): fmt_num(t) for t in _log_ticks(edges[0], edges[-1])}
+    label = fmt_num if edges[-1] >= 3 * edges[0] else (lambda t: f"{t:g}")  # narrow: 8.25 stays 8.25
+    names = {math.log10(t): label(t) for t in _log_ticks(edges[0], edges[-1])}
     body = _axes(x, y, None, x_label, y_label, "", names)
     for a, b, v in zip(edges, edges[1:], values, strict=False):
         if v <= 0:
@@ -343,14 +346,34 @@ def histogram_chart(
         tip = escape(f"{a:.3g}–{b:.3g}: {v:.3g}")
         body.append(f'<rect x="{x0:.1f}" y="{py:.1f}" width="{max(x1 - x0 - 0.6, 0.8):.1f}" '
                     f'height="{H - PAD_B - py:.1f}" fill="{color}" class="bar"><title>{tip}</title></rect>')
-    for i, m in enumerate(markers):
-        if not edges[0] <= m.x <= edges[-1]:
-            continue
+    shown = sorted((m for m in markers if edges[0] <= m.x <= edges[-1]), key=lambda m: m.x)
+    placed: list[tuple[float, float, int]] = []
+    for m in shown:
         px = x(math.log10(m.x))
         body.append(f'<line x1="{px:.1f}" y1="{PAD_T}" x2="{px:.1f}" y2="{H - PAD_B}" stroke="{m.color}" '
                     f'stroke-width="1.5" stroke-dasharray="4 3" class="marker"/>')
-        anchor = "end" if px > W - PAD_R - 90 else "start"
-        dx = -4 if anchor == "end" else 4
-        body.append(f'<text x="{px + dx:.1f}" y="{PAD_T + 14 + 13 * (i % 3)}" class="mk" fill="{m.color}" '
+        anchor, lx, row = _label_spot(px, len(m.label), placed)
+        body.append(f'<text x="{lx:.1f}" y="{PAD_T + 16 + LABEL_ROW * row}" class="mk" fill="{m.color}" '
                     f'text-anchor="{anchor}">{escape(m.label)}</text>')
     return _frame(title, body, desc=desc)
+
+
+LABEL_CHAR_W = 7.0
+"""Upper bound of one character's width in a marker label (11.5 px bold), for the overlap check."""
+LABEL_ROW = 16
+
+
+def _label_spot(px: float, chars: int, placed: list[tuple[float, float, int]]) -> tuple[str, float, int]:
+    """Where a marker's label goes: right of its line, else left of it, on the first row where its box overlaps
+    no label already ``placed`` (appended to) and stays inside the plot. Returns (text-anchor, x, row)."""
+    width = LABEL_CHAR_W * chars
+    for row in range(4):
+        for anchor, x0 in (("start", px + 4), ("end", px - 4 - width)):
+            x1 = x0 + width
+            inside = x0 >= PAD_L and x1 <= W - PAD_R
+            if inside and all(r != row or x1 + 4 <= a or x0 >= b + 4 for a, b, r in placed):
+                placed.append((x0, x1, row))
+                return anchor, (x0 if anchor == "start" else x1), row
+    row = len(placed) % 4
+    placed.append((px + 4, px + 4 + width, row))
+    return "start", px + 4, row
