@@ -87,10 +87,10 @@ class Cell:
             self.sketches[m].merge(other.sketches[m])
         for m in HIST_METRICS:
             self.hists[m].merge(other.hists[m])
-        self.outcomes.update(other.outcomes)
-        self.good += other.good
         for m in FINE_METRICS:
             self.fine[m].merge(other.fine[m])
+        self.outcomes.update(other.outcomes)
+        self.good += other.good
         self.prompt_tokens += other.prompt_tokens
         self.output_tokens += other.output_tokens
         self.prompts += other.prompts
@@ -107,11 +107,11 @@ class Cell:
             "prompts": self.prompts,
             "sketches": {m: s.to_dict() for m, s in self.sketches.items() if s.count},
             "hists": {m: h.to_dict() for m, h in self.hists.items() if h.count},
+            "fine": {m: s.to_dict() for m, s in self.fine.items() if s.count},
         }
 
     @classmethod
     def from_dict(cls, d: dict) -> tuple[Key, Cell]:
-            "fine": {m: s.to_dict() for m, s in self.fine.items() if s.count},
         c = cls()
         for m, sd in d.get("sketches", {}).items():
             if m in c.sketches:
@@ -119,13 +119,13 @@ class Cell:
         for m, hd in d.get("hists", {}).items():
             if m in c.hists:
                 c.hists[m] = BucketHistogram.from_dict(BOUNDS[m], hd)
+        for m, sd in d.get("fine", {}).items():
+            if m in c.fine:
+                c.fine[m] = LogSketch.from_dict(sd)
         c.outcomes = Counter({str(k): int(v) for k, v in d.get("outcomes", {}).items()})
         c.good = int(d.get("good", 0))
         c.prompt_tokens = int(d.get("prompt_tokens", 0))
         c.output_tokens = int(d.get("output_tokens", 0))
-        for m, sd in d.get("fine", {}).items():
-            if m in c.fine:
-                c.fine[m] = LogSketch.from_dict(sd)
         c.prompts = int(d.get("prompts", 0))
         return (d["user_class"], d["stage"], d.get("version")), c
 
@@ -228,6 +228,8 @@ class Recorder:
             if v is None:
                 continue
             sk[key].add(v)
+            if key in fine:
+                fine[key].add(v)
             if hist:
                 hs[key].add(v)
             if windowed:
@@ -259,8 +261,6 @@ class Recorder:
         sketch.add_binned(lo, np.bincount(idx - lo, minlength=int(idx.max()) - lo + 1), n, total, vmin, vmax)
         slot_idx = np.floor((perf_times + self._wall_offset) / self.slot_s).astype(np.int64)
         first, last = int(slot_idx[0]), int(slot_idx[-1])  # times are sorted
-            if key in fine:
-                fine[key].add(v)
         probe = self._slot_at(first).sketches[key]
         idx = probe.indexes_of_log(logs)
         lo = int(idx.min())
@@ -365,12 +365,6 @@ class Recorder:
         return s
 
     @staticmethod
-    def merged_hist(cells: list[Cell], metric: str) -> BucketHistogram:
-        h = BucketHistogram(BOUNDS[metric])
-        for c in cells:
-            h.merge(c.hists[metric])
-        return h
-    @staticmethod
     def merged_fine(cells: list[Cell], metric: str) -> LogSketch:
         """The distribution sketch (FINE_ALPHA) of a FINE_METRICS metric over ``cells``."""
         s = LogSketch(FINE_ALPHA)
@@ -378,3 +372,9 @@ class Recorder:
             s.merge(c.fine[metric])
         return s
 
+    @staticmethod
+    def merged_hist(cells: list[Cell], metric: str) -> BucketHistogram:
+        h = BucketHistogram(BOUNDS[metric])
+        for c in cells:
+            h.merge(c.hists[metric])
+        return h
