@@ -6,9 +6,16 @@
 The JSON is committed (Grafana provisions it as a file); this script is its source so the PromQL stays
 readable. Client-side series are the Locust master's `llm_*` metrics; server-side series are vLLM's own
 `vllm:*` (V1 names, plus the legacy names of older servers such as the seed's v0.6.3) and the master's
-relayed `llm_server_*`; GPU memory comes from `server.gpu_exporter`. Stage boundaries are annotations
-drawn from `llm_stage_info`. The client latency panels come from telemetry.metrics (one per metric with a
-``panel``), so a new client metric gets its panel there.
+relayed `llm_server_*`; GPU memory and utilization come from `server.gpu_exporter` or, where a cluster runs
+NVIDIA's dcgm-exporter instead, from `DCGM_FI_DEV_FB_USED` / `DCGM_FI_DEV_FB_FREE` (MiB) and `DCGM_FI_DEV_GPU_UTIL`
+(%), whichever exists (PromQL `or`, ours first). Stage boundaries are annotations drawn from `llm_stage_info`. The
+client latency panels come from telemetry.metrics (one per metric with a ``panel``: p50, p95, p99), so a new client
+metric gets its panel there; the live detectors' gauges (telemetry/detectors.py) have their own panels.
+
+Imports anywhere: every query reads the datasource variable ``${datasource}`` (no hard-coded uid), ``__inputs``
+lets Grafana's import dialog ask for the Prometheus to use, and the variables ``model`` (vLLM's ``model_name``),
+``stage``, ``user_class`` and ``version`` filter the series that carry those labels (each defaults to All, a
+regex that also matches a series without the label).
 """
 
 from __future__ import annotations
@@ -25,8 +32,22 @@ if str(ROOT) not in sys.path:  # run as a script from anywhere: the registry liv
 from telemetry.metrics import ClientMetric, having  # noqa: E402
 
 OUT = Path(__file__).resolve().parent / "dashboards" / "deepseek-locust.json"
-DATASOURCE = {"type": "prometheus", "uid": "prometheus"}
+DS_INPUT = "DS_PROMETHEUS"
+DATASOURCE = {"type": "prometheus", "uid": "${datasource}"}
 RATE = "$__rate_interval"
+MIB = 1048576
+CLIENT = 'user_class=~"$user_class", stage=~"$stage", version=~"$version"'
+"""The label filter of every llm_* series labelled by user class and stage (and version with --route-table)."""
+SERVER = 'model_name=~"$model"'
+"""The label filter of vLLM's series."""
+VARIABLES = (  # (name, label, the series whose label values it offers, the label)
+    ("model", "Model", "vllm:num_requests_running", "model_name"),
+    ("stage", "Stage", "llm_requests_total", "stage"),
+    ("user_class", "User class", "llm_requests_total", "user_class"),
+    ("version", "Version", "llm_requests_total", "version"),
+)
+ALL = ".*"
+"""What "All" means in a filter: any value, and no label at all."""
 
 
 @dataclass(frozen=True)
@@ -45,20 +66,24 @@ class Panel:
     overrides: list[dict] = field(default_factory=list)
 
 
-def quantile(q: float, metric: str, by: str = "stage") -> str:
-    """p-quantile over a histogram's buckets, merged across label sets except ``by``."""
+def quantile(q: float, metric: str, by: str = "stage", where: str = CLIENT) -> str:
+    """p-quantile over a histogram's buckets (filtered by ``where``), merged across label sets except ``by``."""
     group = f"le, {by}" if by else "le"
-    return f"histogram_quantile({q}, sum by ({group}) (rate({metric}_bucket[{RATE}])))"
+    return f"histogram_quantile({q}, sum by ({group}) (rate({metric}_bucket{{{where}}}[{RATE}])))"
 
 
 def latency_panel(m: ClientMetric) -> Panel:
-    """Client p50/p99 per stage from the histogram, the merged sketch's p99, and the server's own p99s."""
-    targets = [
-        Target(quantile(0.5, m.prom_name), "client p50 {{stage}}"),
-        Target(quantile(0.99, m.prom_name), "client p99 {{stage}}"),
-        Target(f'llm_latency_quantile_seconds{{metric="{m.key}", quantile="0.99"}}', "client p99 (merged sketch)"),
-    ]
-    targets += [Target(quantile(0.99, name, by=""), f"server p99 ({name})") for name in m.server]
+    """Client p50/p95/p99 per stage from the histogram, the merged sketch's p95 and p99, the server's own p95/p99."""
+    targets = [Target(quantile(q, m.prom_name), f"client p{q * 100:g} {{{{stage}}}}") for q in (0.5, 0.95, 0.99)]
+    targets += [
+        Target(f'llm_latency_quantile_seconds{{metric="{m.key}", quantile="{q:g}"}}',
+               f"client p{q * 100:g} (merged sketch)")
+        for q in (0.95, 0.99)
+    ]  # fmt: skip
+    targets += [
+        Target(quantile(q, name, by="", where=SERVER), f"server p{q * 100:g} ({name})")
+        for name in m.server for q in (0.95, 0.99)
+    ]  # fmt: skip
     return Panel(m.panel_title, "s", targets, m.panel_help)
 
 
@@ -75,9 +100,9 @@ PANELS: list[Panel] = [
         "Tokens per second",
         "short",
         [
-            Target(f"sum(rate(llm_output_tokens_total[{RATE}]))", "output tok/s"),
-            Target(f"sum(rate(llm_prompt_tokens_total[{RATE}]))", "prompt tok/s"),
-            Target(f"sum(rate(vllm:generation_tokens_total[{RATE}]))", "server output tok/s"),
+            Target(f"sum(rate(llm_output_tokens_total{{{CLIENT}}}[{RATE}]))", "output tok/s"),
+            Target(f"sum(rate(llm_prompt_tokens_total{{{CLIENT}}}[{RATE}]))", "prompt tok/s"),
+            Target(f"sum(rate(vllm:generation_tokens_total{{{SERVER}}}[{RATE}]))", "server output tok/s"),
         ],
         "Client: summed over all workers (the master's counters). Server: vLLM's own generation counter.",
     ),
@@ -85,9 +110,10 @@ PANELS: list[Panel] = [
         "Requests by outcome",
         "reqps",
         [
-            Target(f"sum by (outcome) (rate(llm_requests_total[{RATE}]))", "{{outcome}}"),
+            Target(f"sum by (outcome) (rate(llm_requests_total{{{CLIENT}}}[{RATE}]))", "{{outcome}}"),
             Target(
-                f'sum by (error_kind) (rate(llm_requests_total{{outcome!="ok"}}[{RATE}]))', "failed: {{error_kind}}"
+                f'sum by (error_kind) (rate(llm_requests_total{{outcome!="ok", {CLIENT}}}[{RATE}]))',
+                "failed: {{error_kind}}",
             ),
         ],
         "One Locust request per LLM request; failures split by error kind.",
@@ -97,8 +123,8 @@ PANELS: list[Panel] = [
         "KV cache: server usage vs client block fill",
         "percentunit",
         [
-            Target("vllm:kv_cache_usage_perc", "server KV usage (vLLM V1) {{instance}}"),
-            Target("vllm:gpu_cache_usage_perc", "server KV usage (vLLM legacy) {{instance}}"),
+            Target(f"vllm:kv_cache_usage_perc{{{SERVER}}}", "server KV usage (vLLM V1) {{instance}}"),
+            Target(f"vllm:gpu_cache_usage_perc{{{SERVER}}}", "server KV usage (vLLM legacy) {{instance}}"),
             Target("llm_server_kv_cache_usage_ratio", "server KV usage (relayed by master)"),
             Target("llm_client_kv_block_fill_ratio", "client KV block fill (blocks of 16)"),
         ],
@@ -110,8 +136,8 @@ PANELS: list[Panel] = [
         "Scheduler: running and waiting",
         "short",
         [
-            Target("vllm:num_requests_running", "running {{instance}}"),
-            Target("vllm:num_requests_waiting", "waiting {{instance}}"),
+            Target(f"vllm:num_requests_running{{{SERVER}}}", "running {{instance}}"),
+            Target(f"vllm:num_requests_waiting{{{SERVER}}}", "waiting {{instance}}"),
             Target("llm_server_requests_running", "running (relayed)"),
             Target("llm_server_requests_waiting", "waiting (relayed)"),
         ],
@@ -121,7 +147,7 @@ PANELS: list[Panel] = [
         "Preemptions",
         "short",
         [
-            Target(f"sum(increase(vllm:num_preemptions_total[{RATE}]))", "server"),
+            Target(f"sum(increase(vllm:num_preemptions_total{{{SERVER}}}[{RATE}]))", "server"),
             Target(f"sum(increase(llm_server_preemptions_total[{RATE}]))", "relayed"),
         ],
         "Sequences evicted when KV blocks run out (recomputed later): a sign of KV pressure.",
@@ -130,17 +156,39 @@ PANELS: list[Panel] = [
         "GPU memory",
         "bytes",
         [
-            Target("gpu_memory_used_bytes", "used gpu {{gpu}}"),
-            Target("gpu_memory_total_bytes", "total gpu {{gpu}}"),
-        ],
-        "From server.gpu_exporter (gpu profile).",
+            Target(f"gpu_memory_used_bytes or DCGM_FI_DEV_FB_USED * {MIB}", "used gpu {{gpu}}"),
+            Target(f"gpu_memory_total_bytes or (DCGM_FI_DEV_FB_USED + DCGM_FI_DEV_FB_FREE) * {MIB}",
+                   "total gpu {{gpu}}"),
+        ],  # fmt: skip
+        "From server.gpu_exporter (gpu profile), else from NVIDIA's dcgm-exporter (frame buffer, MiB -> bytes).",
     ),
     Panel(
         "GPU utilization",
         "percentunit",
-        [Target("gpu_utilization_ratio", "gpu {{gpu}}")],
-        "From server.gpu_exporter (gpu profile).",
+        [Target("gpu_utilization_ratio or DCGM_FI_DEV_GPU_UTIL / 100", "gpu {{gpu}}")],
+        "From server.gpu_exporter (gpu profile), else from NVIDIA's dcgm-exporter (percent -> 0..1).",
         max=1.0,
+    ),
+    Panel(
+        "Live detectors",
+        "short",
+        [
+            Target("llm_batching_degraded", "batching degraded"),
+            Target("llm_slo_breached", "SLO breached: {{slo}}"),
+        ],
+        "1 while the load generator's live detector fires (telemetry/detectors.py, every second on the trailing "
+        "--batching-windows windows): the batching-collapse rule, each SLO. The alerts LLMBatchingCollapsed and "
+        "LLMSLOBreached read the same gauges.",
+        max=1.0,
+    ),
+    Panel(
+        "Live SLOs: value vs threshold",
+        "short",
+        [
+            Target("llm_slo_value", "{{slo}}"),
+            Target("llm_slo_threshold", "{{slo}} threshold"),
+        ],
+        "Each SLO's value over the trailing windows and its threshold (ms; error_rate 0..1).",
     ),
 ]
 
@@ -149,7 +197,7 @@ STAGE_ANNOTATION = {
     "datasource": DATASOURCE,
     "enable": True,
     "iconColor": "rgba(255, 152, 48, 0.6)",
-    "expr": "max by (stage) (llm_stage_info) > 0",
+    "expr": 'max by (stage) (llm_stage_info{stage=~"$stage"}) > 0',
     "step": "5s",
     "titleFormat": "stage {{stage}}",
     "textFormat": "",
@@ -182,8 +230,30 @@ def _panel_json(panel: Panel, pid: int) -> dict:
     }
 
 
+def variables() -> list[dict]:
+    """The datasource variable, then one query variable per label filter (multi-select, All by default)."""
+    ds = {"name": "datasource", "label": "Prometheus", "type": "datasource", "query": "prometheus",
+          "current": {"selected": False, "text": f"${{{DS_INPUT}}}", "value": f"${{{DS_INPUT}}}"},
+          "hide": 0, "refresh": 1, "regex": "", "options": []}  # fmt: skip
+    out = [ds]
+    for name, label, series, lbl in VARIABLES:
+        out.append({
+            "name": name, "label": label, "type": "query", "datasource": DATASOURCE,
+            "definition": f"label_values({series}, {lbl})",
+            "query": {"query": f"label_values({series}, {lbl})", "refId": f"{name}-values"},
+            "includeAll": True, "allValue": ALL, "multi": True, "refresh": 2, "sort": 1, "hide": 0,
+            "current": {"selected": True, "text": ["All"], "value": ["$__all"]}, "options": [], "regex": "",
+        })  # fmt: skip
+    return out
+
+
 def build() -> dict:
     return {
+        "__inputs": [{"name": DS_INPUT, "label": "Prometheus", "description": "The Prometheus that scrapes the "
+                      "Locust master, the server and the GPU exporter", "type": "datasource",
+                      "pluginId": "prometheus", "pluginName": "Prometheus"}],
+        "__requires": [{"type": "datasource", "id": "prometheus", "name": "Prometheus", "version": "1.0.0"},
+                       {"type": "panel", "id": "timeseries", "name": "Time series", "version": ""}],
         "uid": "deepseek-locust",
         "title": "deepseek-locust: LLM load test",
         "description": "Token-level latency, throughput and KV-cache pressure of an OpenAI-compatible LLM server "
@@ -196,7 +266,7 @@ def build() -> dict:
         "refresh": "5s",
         "time": {"from": "now-30m", "to": "now"},
         "annotations": {"list": [STAGE_ANNOTATION]},
-        "templating": {"list": []},
+        "templating": {"list": variables()},
         "panels": [_panel_json(p, i) for i, p in enumerate(PANELS, start=1)],
     }
 

@@ -62,7 +62,11 @@ def dashboard_queries() -> list[tuple[str, str]]:
 
 
 def concrete(expr: str, rate_window: str = "30s") -> str:
-    """Replace Grafana's variables so Prometheus can evaluate the expression."""
+    """Replace Grafana's variables so Prometheus can evaluate the expression: the rate windows, and each of the
+    dashboard's label variables by its "All" value (what Grafana sends when nothing is picked)."""
+    for var in dashboard()["templating"]["list"]:
+        if "allValue" in var:
+            expr = expr.replace(f"${var['name']}", var["allValue"])
     return expr.replace("$__rate_interval", rate_window).replace("$__interval", rate_window)
 
 

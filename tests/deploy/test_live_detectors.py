@@ -3,6 +3,8 @@ Locust master and one worker, and the tests' real Prometheus scraping the master
 
 - ``llm_batching_degraded`` reads 0 in every scrape before the cap and 1 within four windows of it;
 - the master logs the flip once; the summary's ``detectors`` section holds the state;
+- every Grafana dashboard query returns data from this run's Prometheus, mid-run (the GPU panels read a GPU
+  exporter, ours or NVIDIA's DCGM: tests/deploy/test_dashboard.py serves both to a real Prometheus);
 - ``--llm-stop-on batching`` ends a (local) run when the detector fires and the summary says why.
 
 The cap's wall time is bounded from both sides: the sim's clock starts after its launch and before its /health
@@ -18,7 +20,7 @@ import time
 
 import pytest
 
-from tests.deploy.promql import query
+from tests.deploy.promql import concrete, dashboard_queries, query
 from tests.requires import require_tool
 from tests.support import LOCUST, PY, Proc, free_port, wait_http
 
@@ -26,13 +28,15 @@ pytestmark = pytest.mark.slow
 
 WINDOW_S = 6.0
 CAP_AT_S = 26.0  # sim seconds; the run starts a few seconds after the sim, so the baseline (3 windows) is settled
+GPU_PANELS = ("'GPU memory' A", "'GPU memory' B", "'GPU utilization' A")
+"""Read from a GPU exporter (ours or DCGM's), which this box has not: tests/deploy/test_dashboard.py feeds both."""
 LOAD = ["-u", "16", "-r", "16", "--input-len", "fixed:128", "--output-len", "fixed:64", "--model", "sim-tiny",
         "--server-metrics-interval", "0.5"]  # fmt: skip
 
 
-def _sim(port: int, cap_at: float) -> Proc:
+def _sim(port: int, cap_at: float, *extra: str) -> Proc:
     return Proc([PY, "-m", "server.sim", "--host", "127.0.0.1", "--port", str(port), "--profile", "cpu-tiny",
-                 "--batch-cap-at", f"{cap_at:g}:1"], name="sim")  # fmt: skip
+                 "--batch-cap-at", f"{cap_at:g}:1", *extra], name="sim")  # fmt: skip
 
 
 def _range(base: str, expr: str, start: float, end: float) -> list[tuple[float, float]]:
@@ -54,7 +58,8 @@ def test_batching_gauge_flips_within_four_windows_of_the_cap(tmp_path):
     )
     summary_path = tmp_path / "summary.json"
     launch = time.time()
-    with _sim(sim_port, CAP_AT_S) as sim:
+    # legacy names and a few immediate 500/429 answers: the dashboard's legacy-KV and failed-by-kind queries have data
+    with _sim(sim_port, CAP_AT_S, "--legacy-metrics", "--fault-rate", "0.02", "--fault-kinds", "500,429") as sim:
         wait_http(f"http://127.0.0.1:{sim_port}/health", proc=sim)
         ready = time.time()
         prom = Proc([prom_exe, f"--config.file={tmp_path / 'prometheus.yml'}", f"--storage.tsdb.path={tmp_path / 'db'}",
@@ -63,7 +68,7 @@ def test_batching_gauge_flips_within_four_windows_of_the_cap(tmp_path):
                        "--master-bind-host", "127.0.0.1", "--master-bind-port", str(master_port),
                        "--host", f"http://127.0.0.1:{sim_port}", "--prometheus-port", str(exporter), "-t", "50s",
                        "--only-summary", "--llm-summary-json", str(summary_path), "--attribution-window",
-                       f"{WINDOW_S:g}", *LOAD, "StreamingChatUser"],
+                       f"{WINDOW_S:g}", "--slo-ttft-p99-ms", "600000", *LOAD, "StreamingChatUser"],
                       name="master")  # fmt: skip
         worker = Proc([LOCUST, "-f", "locustfile.py", "--worker", "--master-host", "127.0.0.1", "--master-port",
                        str(master_port)], name="worker")  # fmt: skip
@@ -76,6 +81,8 @@ def test_batching_gauge_flips_within_four_windows_of_the_cap(tmp_path):
                     break
                 time.sleep(0.5)
             time.sleep(2)  # two more scrapes, so rate() over the dashboard's windows has points after the flip
+            queries = {where: query(base, concrete(expr, "1m")) for where, expr in dashboard_queries()
+                       if where.split(" ", 1)[1] not in GPU_PANELS}  # fmt: skip
             end = time.time()
             degraded = _range(base, 'llm_batching_degraded{job="locust"}', launch, end)
             running = _range(base, 'vllm:num_requests_running{job="llm-server"}', launch, end)
@@ -98,6 +105,11 @@ def test_batching_gauge_flips_within_four_windows_of_the_cap(tmp_path):
     summary = json.loads(summary_path.read_text())
     det = summary["detectors"]
     assert det["batching"]["baseline"]["batch_size_median"] >= 4 and det["stopped_by"] is None, det
+    assert [c["name"] for c in det["slo"]] == ["ttft_p99_ms"] and not det["slo"][0]["breached"], det["slo"]
+    assert len(queries) >= 50, sorted(queries)
+    empty = {w: b.get("error") or "no data" for w, b in queries.items()
+             if b.get("status") != "success" or not b["data"]["result"]}  # fmt: skip
+    assert not empty, f"dashboard queries without data from the run's Prometheus: {empty}"
 
 
 def test_stop_on_batching_ends_the_run_and_says_why(tmp_path):

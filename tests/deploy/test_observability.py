@@ -71,8 +71,42 @@ def test_datasource_points_at_the_compose_prometheus():
     (prom,) = [d for d in ds if d["type"] == "prometheus"]
     listen = option(command(rendered("sim"), "prometheus"), "--web.listen-address")
     assert prom["url"] == f"http://prometheus:{listen.rsplit(':', 1)[1]}"
-    uids = {t["datasource"]["uid"] for p in dashboard()["panels"] for t in p["targets"]}
-    assert uids == {prom["uid"]}
+    assert prom["isDefault"] is True  # the dashboard's datasource variable falls back to the default Prometheus
+
+
+def _datasource_refs(node) -> list:
+    """Every ``datasource`` value anywhere in the dashboard JSON."""
+    if isinstance(node, dict):
+        return [*([node["datasource"]] if "datasource" in node else []), *(r for v in node.values()
+                                                                             for r in _datasource_refs(v))]
+    if isinstance(node, list):
+        return [r for v in node for r in _datasource_refs(v)]
+    return []
+
+
+def test_dashboard_imports_anywhere():
+    """No hard-coded datasource uid: every panel, query, variable and annotation reads ``${datasource}``, a
+    datasource variable of type prometheus whose default is the import dialog's ``DS_PROMETHEUS`` input."""
+    d = dashboard()
+    refs = _datasource_refs(d)
+    assert len(refs) > 2 * len(d["panels"]) and all(r == {"type": "prometheus", "uid": "${datasource}"} for r in refs)
+    variables = {v["name"]: v for v in d["templating"]["list"]}
+    assert variables["datasource"]["type"] == "datasource" and variables["datasource"]["query"] == "prometheus"
+    (inp,) = d["__inputs"]
+    assert inp["type"] == "datasource" and inp["pluginId"] == "prometheus"
+    assert variables["datasource"]["current"]["value"] == f"${{{inp['name']}}}"
+    assert '"uid": "prometheus"' not in DASHBOARD.read_text()
+    # the label variables, each offering the values of a label our series carry, All matching a missing label too
+    for name, label in (("model", "model_name"), ("stage", "stage"), ("user_class", "user_class"),
+                        ("version", "version")):  # fmt: skip
+        v = variables[name]
+        assert v["includeAll"] and v["allValue"] == ".*" and v["definition"].endswith(f", {label})"), v
+        assert any(f'=~"${name}"' in e for _, e in dashboard_queries()), f"no query filters by ${name}"
+    # P95 beside p50 and p99 in every latency panel
+    for p in d["panels"]:
+        exprs = " ".join(t["expr"] for t in p["targets"])
+        if "histogram_quantile(0.99" in exprs and "llm_latency_quantile_seconds" in exprs:
+            assert "histogram_quantile(0.5," in exprs and "histogram_quantile(0.95," in exprs, p["title"]
 
 
 def test_dashboard_provider_reads_the_mounted_folder():

@@ -96,5 +96,6 @@ def test_dashboard_panel():
     d = runpy.run_path(str(ROOT / "deploy" / "grafana" / "dashboard.py"))["build"]()
     (panel,) = [p for p in d["panels"] if p["title"] == "Time to second token"]
     exprs = [t["expr"] for t in panel["targets"]]
-    assert f"histogram_quantile(0.99, sum by (le, stage) (rate({NAME}_bucket[$__rate_interval])))" in exprs
+    assert ("histogram_quantile(0.99, sum by (le, stage) (rate(" + NAME + '_bucket{user_class=~"$user_class", '
+            'stage=~"$stage", version=~"$version"}[$__rate_interval])))') in exprs
     assert 'llm_latency_quantile_seconds{metric="ttst", quantile="0.99"}' in exprs
