@@ -73,6 +73,36 @@ def _windows_chart(att: Mapping) -> str:
 
 
 SPIKE_METRICS = {"ttft_p99_ms": "TTFT p99", "itl_p99_ms": "ITL p99"}
+SLOWEST_COLUMNS = (("request_id", "request"), ("client_ttft_ms", "client TTFT"), ("server_ttft_ms", "server TTFT"),
+                   ("queue_ms", "queue"), ("prefill_ms", "prefill"), ("decode_ms", "decode"),
+                   ("client_e2e_ms", "client E2E"), ("server_e2e_ms", "server E2E"),
+                   ("remainder_ttft_ms", "TTFT remainder"), ("remainder_e2e_ms", "E2E remainder"))  # fmt: skip
+SLOWEST_SHOWN = 5
+
+
+def _tail(att: Mapping) -> str:
+    """The bottleneck verdict, and the tail from joined spans (compositions, slowest requests) when present."""
+    out = []
+    bn = att.get("bottleneck")
+    if isinstance(bn, Mapping) and bn.get("cause"):
+        out.append(f"<p><b>Bottleneck: {escape(str(bn['cause']))}</b> — {escape(str(bn.get('evidence', '')))}"
+                   f" <small>(from {escape(str(bn.get('source', '')))})</small></p>")  # fmt: skip
+    tail = att.get("tail") or {}
+    if tail.get("source") != "spans":
+        if tail.get("statement"):
+            out.append(note(f"No server spans joined (--otlp-receiver): the split is the histograms' mean — "
+                            f"{tail['statement']}"))  # fmt: skip
+        return "".join(out)
+    out.append("<h3>The tail, request by request (server spans joined)</h3>")
+    out.extend(f"<p>{escape(tail[by]['statement'])}</p>" for by in ("ttft", "e2e") if isinstance(tail.get(by), Mapping))
+    for by, rows in (tail.get("slowest") or {}).items():
+        if not rows:
+            continue
+        body = [[str(r.get(k)) if k == "request_id" else ms(r.get(k)) for k, _ in SLOWEST_COLUMNS]
+                for r in rows[:SLOWEST_SHOWN]]  # fmt: skip
+        out.append(f"<p>Slowest by {escape(by.upper())} (ms)</p>")
+        out.append(table([label for _, label in SLOWEST_COLUMNS], body, cls="slowest"))
+    return "".join(out)
 
 
 def attribution(s: Mapping) -> str:
@@ -103,6 +133,6 @@ def attribution(s: Mapping) -> str:
     figs = (figure(_windows_chart(att), "Red bands: spike windows; purple: windows flagged by the batching rule.")
             + _decomposition_figure(decomposition))
     return section(
-        "attribution", "P99 attribution", bf_html, f'<div class="grid">{figs}</div>' if figs else "",
+        "attribution", "P99 attribution", _tail(att), bf_html, f'<div class="grid">{figs}</div>' if figs else "",
         "<h3>Spikes</h3>", spikes_html, "<h3>First-token decomposition</h3>", _decomposition(decomposition),
     )

@@ -10,11 +10,14 @@ import json
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+import jsonschema
 import pytest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-from tests.support import LOCUST, PY, Proc, free_port, wait_http
+from tests.support import LOCUST, PY, ROOT, Proc, free_port, wait_http
 from users.tracing import trace_id_of
+
+SCHEMA = ROOT / "docs" / "summary.schema.json"
 
 pytestmark = pytest.mark.slow
 
@@ -64,6 +67,7 @@ def _run(tmp_path, sim_args: list[str], locust_args: list[str], workers: int = 0
         out = tmp_path / "summary.json"
         base = [LOCUST, "-f", "locustfile.py", "--host", f"http://127.0.0.1:{port}"]
         argv = [*base, "--headless", "--only-summary", "--prometheus-port", "0", "--llm-summary-json", str(out),
+                "--llm-report", str(tmp_path / "report.html"),
                 "--otlp-receiver", str(rx), *COMMON, *locust_args, "StreamingChatUser"]  # fmt: skip
         procs = []
         if workers:
@@ -84,6 +88,7 @@ def _run(tmp_path, sim_args: list[str], locust_args: list[str], workers: int = 0
 
 
 def _all_joined(s: dict) -> dict:
+    jsonschema.validate(s, json.loads(SCHEMA.read_text()))  # traces, attribution.tail and .bottleneck included
     t = s["traces"]
     ok = s["requests"]["ok"]
     assert ok >= 10 and s["requests"]["failed"] == 0
@@ -112,6 +117,10 @@ def test_batch_cap_tail_is_queue_and_every_request_joins(tmp_path):
     att = s["attribution"]
     assert att["tail"]["source"] == "spans" and att["tail"]["ttft"]["dominant"] == "queue"
     assert att["bottleneck"]["cause"] in ("queueing", "batching_collapse"), att["bottleneck"]
+    html = (tmp_path / "report.html").read_text()  # the report's P99 section: verdict, tail, slowest requests
+    assert f"Bottleneck: {att['bottleneck']['cause']}" in html and "Slowest by TTFT" in html
+    assert t["slowest"]["ttft"][0]["request_id"] in html and "% queue" in html
+    print("\nbatch cap:", tail["statement"], "|", json.dumps(att["bottleneck"]))
 
 
 def test_distributed_run_joins_every_request_and_exports_our_spans(tmp_path):
