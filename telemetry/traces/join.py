@@ -1,4 +1,5 @@
-"""Client records and server spans matched by trace id, in bounded memory.
+"""Client records and server spans matched by trace id (or by our request id the server echoes), in bounded
+memory.
 
 A client record is what the join needs of one :class:`~users.result.GenerationResult` (a tuple, shipped from
 the workers under ``llm_traces`` in ``report_to_master``); a server span is an ``llm_request`` span. Whichever
@@ -13,6 +14,7 @@ per prompt (their maxima are its server times). Joined requests are kept up to `
 
 from __future__ import annotations
 
+import re
 from collections import OrderedDict
 from dataclasses import dataclass
 from typing import NamedTuple
@@ -67,6 +69,20 @@ class Joined:
     spans: int
 
 
+_OUR_ID = re.compile(r"[0-9a-f]{8}-[0-9]+-[0-9]+")
+
+
+def _key(s: ServerSpan) -> str:
+    """The trace id the span belongs to: from the request id the server echoes (vLLM: ``chatcmpl-<X-Request-Id>``)
+    when it holds one of ours — so a proxy that drops ``traceparent`` but keeps ``X-Request-Id`` still joins —
+    else the span's own trace id."""
+    if s.request_id:
+        m = _OUR_ID.search(s.request_id)
+        if m is not None and (tid := trace_id_of(m.group(0))) is not None:
+            return tid
+    return s.trace_id
+
+
 def _max(values) -> float | None:
     vals = [v for v in values if v is not None]
     return max(vals) if vals else None
@@ -115,17 +131,18 @@ class TraceJoin:
         self.spans_received += len(spans)
         self.other_spans += other
         for s in spans:
-            group = self._spans.get(s.trace_id)
+            key = s.trace_id if s.trace_id in self._clients else _key(s)
+            group = self._spans.get(key)
             if group is None:
-                group = self._spans[s.trace_id] = []
+                group = self._spans[key] = []
                 if len(self._spans) > self.max_pending:
                     _tid, dropped = self._spans.popitem(last=False)
                     self.evicted_spans += len(dropped)
             group.append(s)
-            rec = self._clients.get(s.trace_id)
+            rec = self._clients.get(key)
             if rec is not None and len(group) >= rec.batch_size:
-                del self._clients[s.trace_id]
-                del self._spans[s.trace_id]
+                del self._clients[key]
+                del self._spans[key]
                 self._join(rec, group)
 
     def _join(self, rec: ClientRecord, spans: list[ServerSpan]) -> None:

@@ -115,3 +115,12 @@ def test_tail_composition_names_the_dominant_part_and_never_goes_negative():
     assert comp["negative_parts"] == 1 and min(comp["shares"].values()) >= 0
     assert comp["statement"].startswith("of the 1 % slowest TTFTs (2 requests, >= 2000 ms")
     assert "90 % queue" in comp["statement"]
+
+
+def test_a_span_without_our_trace_joins_by_the_echoed_request_id():
+    rid, tp = RequestIds(worker=2, run=5).next()
+    j = TraceJoin()
+    j.add_client(ClientRecord(tp[3:35], rid, True, 0.2, 1.0, None, "main", "U", 1, None))
+    # a proxy dropped traceparent: vLLM started a trace of its own, but its request id is chatcmpl-<X-Request-Id>
+    j.add_spans([_span("f" * 32, request_id=f"chatcmpl-{rid}")])
+    assert j.joined_ok == 1 and j.counts()["unmatched"] == 0
