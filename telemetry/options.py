@@ -6,7 +6,7 @@ locust ... --prometheus-port 9646 --slo-preset seed --llm-summary-json results/s
 from __future__ import annotations
 
 from telemetry.slo import PRESETS
-from workload.argtypes import fraction, milliseconds, name_list, port, seconds, url_or_off
+from workload.argtypes import fraction, milliseconds, name_list, output_path, port, seconds, url_or_off
 
 PROMETHEUS_PORT_DEFAULT = 9646
 """--prometheus-port: where the master serves llm_* metrics (0 = off)."""
@@ -26,6 +26,7 @@ def add_arguments(parser) -> None:
     a = parser.add_argument
     a(
         "--llm-summary-json",
+        type=output_path,
         metavar="PATH",
         env_var="LOCUST_LLM_SUMMARY_JSON",
         default=None,
@@ -33,6 +34,7 @@ def add_arguments(parser) -> None:
     )
     a(
         "--llm-csv",
+        type=output_path,
         metavar="PREFIX",
         env_var="LOCUST_LLM_CSV",
         default=None,
@@ -40,6 +42,7 @@ def add_arguments(parser) -> None:
     )
     a(
         "--llm-report",
+        type=output_path,
         metavar="PATH",
         env_var="LOCUST_LLM_REPORT",
         default=None,

@@ -2,9 +2,9 @@
 
 Locust's ``/swarm`` handler starts a shape run only if ``environment.shape_class`` is already set when it
 looks, and it copies the form's custom fields into ``parsed_options`` as strings. A ``before_request``
-hook therefore reads the form first: it checks the sweep settings (answering the form with the error
-message instead of starting) and installs or removes the sweep shape. With ``--class-picker`` Locust's
-own shape picker decides instead (it lists the three sweeps too).
+hook therefore reads the form first: it checks every option's value (webui/option_form.py) and the sweep
+settings (answering the form with the error message instead of starting) and installs or removes the sweep
+shape. With ``--class-picker`` Locust's own shape picker decides instead (it lists the three sweeps too).
 
     ShapeFormHook(environment, web_ui, lambda name: set_shape(environment, name)).register()
     # or install(environment): the same, on the master or a local run with a web UI
@@ -21,6 +21,7 @@ from locust.runners import WorkerRunner
 from shapes.plan import PlanError
 from shapes.plugin import set_shape
 from shapes.registry import NONE, SHAPES, shape_names
+from webui.option_form import refusal
 
 logger = logging.getLogger(__name__)
 
@@ -56,6 +57,8 @@ class ShapeFormHook:
     def before_request(self):
         if request.method != "POST" or not request.path.rstrip("/").endswith("/swarm"):
             return None
+        if (bad := refusal(request.form)) is not None:  # every option's own type, before Locust copies it
+            return self._refuse(bad)
         if self.web_ui.userclass_picker_is_active or "shape" not in request.form:
             return None
         name = request.form.get("shape") or NONE

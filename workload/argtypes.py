@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 from collections.abc import Callable
+from pathlib import Path
 from typing import TypeVar
 
 from workload.lengths import parse_spec
@@ -108,6 +110,22 @@ def url_or_off(text: str) -> str:
     if str(text).strip().lower() == "off" or str(text).startswith(("http://", "https://")):
         return text
     raise reject("an http(s):// URL or 'off'", text)
+
+
+def output_path(text: str) -> str:
+    """A file (or file-name prefix) the run will write at its end: its folder must exist and be writable, and it
+    must not be a folder itself, so a typo fails at start and not after an hour of load. Empty: not set."""
+    if not text:
+        return text
+    path = Path(str(text)).expanduser()
+    folder = path.parent
+    if path.is_dir():
+        raise reject("a file path, not a folder", text)
+    if not folder.is_dir():
+        raise reject(f"a path in an existing folder ({str(folder)!r} does not exist)", text)
+    if not os.access(folder, os.W_OK | os.X_OK) or (path.exists() and not os.access(path, os.W_OK)):
+        raise reject(f"a writable path ({str(path if path.exists() else folder)!r} is not writable)", text)
+    return str(text)
 
 
 def name_list(choices: tuple[str, ...]) -> Callable[[str], str]:

@@ -63,3 +63,25 @@ def test_argparse_reports_the_option_and_the_form(capsys):
         parser.parse_args(["--batch-size", "0"])
     err = capsys.readouterr().err
     assert "argument --batch-size: expected a positive integer (a whole number >= 1), got '0'" in err
+
+
+def test_output_path_fails_at_start_for_a_file_the_run_could_not_write_at_its_end(tmp_path):
+    assert t.output_path(str(tmp_path / "s.json")) == str(tmp_path / "s.json")
+    assert t.output_path(str(tmp_path / "run")) == str(tmp_path / "run")  # a --llm-csv prefix
+    assert t.output_path("") == ""  # not set
+    refused = {
+        str(tmp_path / "no" / "s.json"): f"expected a path in an existing folder ({str(tmp_path / 'no')!r} does not",
+        str(tmp_path): "expected a file path, not a folder",
+    }
+    for text, says in refused.items():
+        with pytest.raises(argparse.ArgumentTypeError) as e:
+            t.output_path(text)
+        assert str(e.value).startswith(says) and str(e.value).endswith(f"got {text!r}"), str(e.value)
+    (tmp_path / "ro").mkdir()
+    (tmp_path / "ro" / "s.json").write_text("{}")
+    (tmp_path / "ro" / "s.json").chmod(0o444)
+    import os  # noqa: PLC0415
+
+    if os.geteuid() != 0:  # root writes anything: the permission check only bites for other users
+        with pytest.raises(argparse.ArgumentTypeError, match="is not writable"):
+            t.output_path(str(tmp_path / "ro" / "s.json"))
