@@ -68,6 +68,19 @@ class SweepShape(LoadTestShape):
         p = self._progress
         return p.steps[p.i] if p is not None and p.i < len(p.steps) else None
 
+    def progress(self) -> dict | None:
+        """Where the sweep is, for the web UI's stage view: the step (1-based, of how many), its measured stage's
+        name, users and rate, the phase (``settle``: waiting for the users, ``warmup``, ``hold``: measuring), the
+        seconds spent in it and the seconds left (None while settling); None before the first tick or after."""
+        p, step = self._progress, self.current_step
+        if p is None or step is None:
+            return None
+        spent = max(0.0, self._clock() - p.since) if p.phase != "enter" else 0.0
+        length = {"warmup": step.warmup, "hold": step.duration}.get(p.phase)
+        return {"step": p.i + 1, "steps": len(p.steps), "stage": step.stage.name, "users": step.users,
+                "rate": step.stage.rate, "phase": p.phase, "phase_s": spent, "phase_len_s": length,
+                "left_s": None if length is None else max(0.0, length - spent)}  # fmt: skip
+
     def _begin(self) -> _Progress | None:
         try:
             steps = self.plan()

@@ -8,6 +8,7 @@ write_csv(summary, "results/run")   # results/run_llm_stats.csv, results/run_llm
 from __future__ import annotations
 
 import csv
+import io
 import os
 from pathlib import Path
 
@@ -135,31 +136,52 @@ def _parent(path: str) -> None:
         os.makedirs(d, exist_ok=True)
 
 
+def json_bytes(summary: dict) -> bytes:
+    """The summary as the JSON file holds it (the web UI's download serves the same bytes)."""
+    return orjson.dumps(summary, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY)
+
+
 def write_json(summary: dict, path: str) -> None:
     _parent(path)
-    Path(path).write_bytes(orjson.dumps(summary, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY))
+    Path(path).write_bytes(json_bytes(summary))
+
+
+def stats_rows(summary: dict) -> list[list]:
+    """The rows of ``PREFIX_llm_stats.csv``: one per metric, overall and per stage (header first)."""
+    rows = [["scope", "metric", *(f"{c}_ms" if c != "count" else c for c in Q_COLUMNS)]]
+    for m in having("top"):
+        rows.append(["all", m.key, *(summary[m.summary_key][c] for c in Q_COLUMNS)])
+    for st in summary["stages"]:
+        for m in having("per_stage"):
+            rows.append([st["name"], m.key, *(st[m.summary_key][c] for c in Q_COLUMNS)])
+    return rows
+
+
+def stages_rows(summary: dict) -> list[list]:
+    """The rows of ``PREFIX_llm_stages.csv``: one per stage (header first), ``<key>_<q>_ms`` columns for each
+    metric's ``stages_csv`` quantiles."""
+    cols = ("name", "users", "rate", "input_len", "start_s", "end_s", "requests", "output_per_s",
+            "prompt_tokens_mean", "client_kv_block_fill", "server_kv_usage_mean", "server_kv_usage_max",
+            "preemptions")  # fmt: skip
+    quantiles = [(m.summary_key, q) for m in having("stages_csv") for q in m.stages_csv]
+    rows = [[*cols, *(f"{key.removesuffix('_ms')}_{q}_ms" for key, q in quantiles)]]
+    for st in summary["stages"]:
+        rows.append([*(st[c] for c in cols), *(st[key][q] for key, q in quantiles)])
+    return rows
+
+
+def csv_text(rows: list[list]) -> str:
+    """Rows as CSV text (what the files hold; the web UI's downloads serve it)."""
+    buf = io.StringIO()
+    csv.writer(buf).writerows(rows)
+    return buf.getvalue()
 
 
 def write_csv(summary: dict, prefix: str) -> tuple[str, str]:
-    """``PREFIX_llm_stats.csv`` (one row per metric, overall and per stage) and ``PREFIX_llm_stages.csv``
-    (one row per stage; ``<key>_<q>_ms`` columns for each metric's ``stages_csv`` quantiles)."""
+    """``PREFIX_llm_stats.csv`` (:func:`stats_rows`) and ``PREFIX_llm_stages.csv`` (:func:`stages_rows`)."""
     stats_path, stages_path = f"{prefix}_llm_stats.csv", f"{prefix}_llm_stages.csv"
     _parent(stats_path)
-    with open(stats_path, "w", newline="") as fh:
-        w = csv.writer(fh)
-        w.writerow(["scope", "metric", *(f"{c}_ms" if c != "count" else c for c in Q_COLUMNS)])
-        for m in having("top"):
-            w.writerow(["all", m.key, *(summary[m.summary_key][c] for c in Q_COLUMNS)])
-        for st in summary["stages"]:
-            for m in having("per_stage"):
-                w.writerow([st["name"], m.key, *(st[m.summary_key][c] for c in Q_COLUMNS)])
-    with open(stages_path, "w", newline="") as fh:
-        w = csv.writer(fh)
-        cols = ("name", "users", "rate", "input_len", "start_s", "end_s", "requests", "output_per_s",
-                "prompt_tokens_mean", "client_kv_block_fill", "server_kv_usage_mean", "server_kv_usage_max",
-                "preemptions")  # fmt: skip
-        quantiles = [(m.summary_key, q) for m in having("stages_csv") for q in m.stages_csv]
-        w.writerow([*cols, *(f"{key.removesuffix('_ms')}_{q}_ms" for key, q in quantiles)])
-        for st in summary["stages"]:
-            w.writerow([*(st[c] for c in cols), *(st[key][q] for key, q in quantiles)])
+    for path, rows in ((stats_path, stats_rows(summary)), (stages_path, stages_rows(summary))):
+        with open(path, "w", newline="") as fh:
+            csv.writer(fh).writerows(rows)
     return stats_path, stages_path

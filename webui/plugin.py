@@ -32,6 +32,8 @@ from flask import Blueprint, Response, jsonify, request
 from locust.runners import STATE_RUNNING, STATE_SPAWNING
 from werkzeug.datastructures import ImmutableMultiDict
 
+from webui.charts import install as install_charts
+from webui.downloads import install as install_downloads
 from webui.metrics import install as install_metrics
 from webui.report import install as install_report
 from webui.shape_form import install as install_shape_form
@@ -149,7 +151,8 @@ def install(environment) -> None:
     """Every web route of the project, when this process serves the web UI; otherwise do nothing.
 
     In this order: the start form's ``--shape`` check (it must read the form before empty fields are dropped),
-    ``/llm/metrics``, ``/llm/report``, then the LLM tab (``/llm/live``, ``/llm/live.csv``, the stats rows).
+    ``/llm/metrics``, ``/llm/report``, the LLM tab (``/llm/live``, ``/llm/live.csv``, the stats rows), the live
+    charts and stage view (``/llm/charts``: webui/charts.py), the downloads (webui/downloads.py).
     """
     web_ui = getattr(environment, "web_ui", None)
     if web_ui is None:
@@ -158,3 +161,5 @@ def install(environment) -> None:
     install_metrics(environment)
     install_report(environment)
     LLMTab(environment).register(web_ui)
+    install_charts(environment)
+    install_downloads(environment)

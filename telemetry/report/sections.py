@@ -97,20 +97,10 @@ def stages(s: Mapping) -> str:
         return ""
     sat = s.get("saturation") or {}
     knee = sat.get("stage")
-    measured = [st for st in sts if not st.get("warmup")]  # warm-up stages are in the table, not on the curves
-    xs, x_label, names = _stage_axis(measured)
-    markers = [Marker(x, f"knee: {knee}", "#b00") for x, st in zip(xs, measured, strict=True) if st.get("name") == knee]
     parts: list[str] = []
-    if len(measured) >= 2:
-        thr = line_chart(
-            "Throughput against load",
-            [Series("output tokens/s", xs, [st.get("output_per_s") for st in measured], PALETTE[0]),
-             Series("requests/s", xs, [_rps(st) for st in measured], PALETTE[2], right=True, dashed=True)],
-            x_label=x_label, y_label="output tokens/s", y2_label="requests/s", markers=markers, x_names=names,
-        )
-        latency = [line_chart(f"{title} against load", series, x_label=x_label, y_label="ms", markers=markers,
-                              x_names=names) for title, series in _load_series(measured, xs).items()]  # fmt: skip
-        parts.append('<div class="grid">' + figure(thr) + "".join(figure(f) for f in latency) + "</div>")
+    charts = load_charts(s)
+    if charts:
+        parts.append('<div class="grid">' + "".join(figure(f) for f in charts) + "</div>")
     else:
         parts.append(note("One stage only: no curve against concurrency (run a --shape sweep for one)."))
     knee_text = f"Saturation knee: {knee} — {sat.get('reason', '')}" if knee else f"No knee: {sat.get('reason', 'n/a')}"
@@ -132,6 +122,27 @@ def stages(s: Mapping) -> str:
     head = "".join(f"<th>{escape(h)}</th>" for h in headers)
     parts.append(f'<table class="num"><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table>')
     return section("stages", "Stages", *parts)
+
+
+def load_charts(s: Mapping) -> list[str]:
+    """Throughput and the ``load_chart`` latencies against load, one point per measured stage (the knee marked);
+    [] with fewer than two measured stages. The report's stages section and the web UI's live charts draw these."""
+    sts = [st for st in (s.get("stages") or []) if isinstance(st, Mapping)]
+    measured = [st for st in sts if not st.get("warmup")]  # warm-up stages are in the table, not on the curves
+    if len(measured) < 2:
+        return []
+    knee = (s.get("saturation") or {}).get("stage")
+    xs, x_label, names = _stage_axis(measured)
+    markers = [Marker(x, f"knee: {knee}", "#b00") for x, st in zip(xs, measured, strict=True) if st.get("name") == knee]
+    thr = line_chart(
+        "Throughput against load",
+        [Series("output tokens/s", xs, [st.get("output_per_s") for st in measured], PALETTE[0]),
+         Series("requests/s", xs, [_rps(st) for st in measured], PALETTE[2], right=True, dashed=True)],
+        x_label=x_label, y_label="output tokens/s", y2_label="requests/s", markers=markers, x_names=names,
+    )
+    latency = [line_chart(f"{title} against load", series, x_label=x_label, y_label="ms", markers=markers,
+                          x_names=names) for title, series in _load_series(measured, xs).items()]  # fmt: skip
+    return [c for c in (thr, *latency) if c]
 
 
 def _load_series(measured: Sequence[Mapping], xs: list[float]) -> dict[str, list[Series]]:

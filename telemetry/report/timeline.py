@@ -1,6 +1,9 @@
 """Report sections drawn from the summary's ``histograms`` and ``timeseries``: latency distributions,
-throughput per window, and the server's KV-cache usage and queue over time (stages and spike windows
-marked)."""
+client latency and throughput per window, and the server's KV-cache usage and queue over time (stages and spike
+windows marked).
+
+The charts over time (:func:`latency_timeline`, :func:`throughput_timeline`, :func:`server_chart`) are also what
+the web UI's live charts draw (webui/charts.py), from the summary as of now: one plotting module, two callers."""
 
 from __future__ import annotations
 
@@ -95,9 +98,36 @@ def _spike_bands(s: Mapping) -> list[Band]:
             if isinstance(sp.get("start_s"), int | float) and isinstance(sp.get("end_s"), int | float)]
 
 
-def _throughput_timeline(s: Mapping) -> str:
+def _client_windows(s: Mapping) -> list[Mapping]:
     ts = s.get("timeseries")
-    client = [w for w in (ts.get("client") or []) if isinstance(w, Mapping)] if isinstance(ts, Mapping) else []
+    return [w for w in (ts.get("client") or []) if isinstance(w, Mapping)] if isinstance(ts, Mapping) else []
+
+
+LATENCY_LINES = (("ttft", "p50", PALETTE[0], False), ("ttft", "p99", PALETTE[1], False),
+                 ("tpot", "p50", PALETTE[2], True), ("itl", "p50", PALETTE[4], True),
+                 ("itl", "p99", PALETTE[3], True))  # fmt: skip
+"""(metric, quantile, colour, on the right-hand axis) of the latency-over-time chart."""
+
+
+def latency_timeline(s: Mapping) -> str:
+    """TTFT p50/p99 (left axis), TPOT p50 and ITL p50/p99 (right axis) per window, stage starts marked."""
+    client = _client_windows(s)
+    if len(client) < 2:
+        return ""
+    mid = [(w["start_s"] + w["end_s"]) / 2 for w in client]
+    labels = {m.key: m.label for m in having("distribution")} | {"itl": "ITL"}
+    series = [Series(f"{labels.get(key, key)} {q}", mid, [qv(w.get(f"{key}_ms"), q) for w in client], color,
+                     right=right, dashed=right)
+              for key, q, color, right in LATENCY_LINES]  # fmt: skip
+    return line_chart("Client latency over time", series,
+                      x_label="seconds since start", y_label="TTFT ms", y2_label="TPOT / ITL ms",
+                      markers=_stage_markers(s), x_from_zero=True)  # fmt: skip
+
+
+def throughput_timeline(s: Mapping) -> str:
+    """Output tokens/s (left) and requests/s (right) per window, stage starts marked."""
+    client = _client_windows(s)
+    ts = s.get("timeseries") or {}
     if len(client) < 2:
         return ""
     mid = [(w["start_s"] + w["end_s"]) / 2 for w in client]
@@ -108,23 +138,30 @@ def _throughput_timeline(s: Mapping) -> str:
                       y_label="output tokens/s", y2_label="requests/s", markers=_stage_markers(s), x_from_zero=True)
 
 
-def server_timeline(s: Mapping) -> str:
-    figs = [figure(_throughput_timeline(s))]
+def server_chart(s: Mapping) -> str:
+    """The scraped server KV usage (left) and running / waiting requests (right); "" without server samples."""
     cols = timeseries_columns(s.get("timeseries"))
     t = cols["t"]
     has = {k: any(v is not None for v in cols[k]) for k in SERIES_KEYS}
-    if t and (has["kv"] or has["waiting"] or has["running"]):
-        series = []
-        if has["kv"]:
-            series.append(Series("server KV usage", t, cols["kv"], PALETTE[4]))
-        if has["waiting"]:
-            series.append(Series("waiting", t, cols["waiting"], PALETTE[1], right=True))
-        if has["running"]:
-            series.append(Series("running", t, cols["running"], PALETTE[2], right=True))
-        svg = line_chart(
-            "Server KV-cache usage and queue", series, x_label="seconds since start", y_label="KV usage (0–1)",
-            y2_label="requests", markers=_stage_markers(s), bands=_spike_bands(s), x_from_zero=True,
-        )
+    if not t or not (has["kv"] or has["waiting"] or has["running"]):
+        return ""
+    series = []
+    if has["kv"]:
+        series.append(Series("server KV usage", t, cols["kv"], PALETTE[4]))
+    if has["waiting"]:
+        series.append(Series("waiting", t, cols["waiting"], PALETTE[1], right=True))
+    if has["running"]:
+        series.append(Series("running", t, cols["running"], PALETTE[2], right=True))
+    return line_chart(
+        "Server KV-cache usage and queue", series, x_label="seconds since start", y_label="KV usage (0–1)",
+        y2_label="requests", markers=_stage_markers(s), bands=_spike_bands(s), x_from_zero=True,
+    )
+
+
+def server_timeline(s: Mapping) -> str:
+    figs = [figure(throughput_timeline(s)), figure(latency_timeline(s))]
+    svg = server_chart(s)
+    if svg:
         figs.append(figure(svg, "Shaded: latency-spike windows (see Attribution)."))
     else:
         figs.append(note("No server metrics were scraped in this run (--server-metrics-url)."))

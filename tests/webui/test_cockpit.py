@@ -1,0 +1,135 @@
+"""The web UI's live charts page, its data, the tab script and the downloads (issue #19), on a real Environment
+with telemetry installed (Flask's test client); the sweep's ``progress()`` against a fake clock."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import re
+import sys
+
+import pytest
+
+from shapes.plugin import install as install_shapes
+from shapes.sweep import ConcurrencySweepShape
+from telemetry.plugin import install as install_telemetry
+from telemetry.sinks import stages_rows, stats_rows
+from tests.shapes.test_sweep import _shape
+from tests.telemetry.helpers import _Nobody, fire, options
+from tests.telemetry.synthetic import make_result
+from webui.charts import ChartsPage
+from webui.plugin import install
+
+
+def _env(monkeypatch, **opts):
+    from locust.env import Environment
+
+    monkeypatch.setattr(sys, "argv", ["locust"])
+    environment = Environment(user_classes=[_Nobody], host="http://127.0.0.1:9")
+    environment.create_local_runner()
+    environment.create_web_ui("127.0.0.1", 0, delayed_start=True)
+    environment.parsed_options = options(headless=False, **opts)
+    install_shapes(environment)
+    role = install_telemetry(environment)
+    install(environment)
+    return environment, role
+
+
+@pytest.fixture
+def env(monkeypatch):
+    environment, role = _env(monkeypatch)
+    role.on_test_start()
+    for i in range(5):
+        fire(environment, make_result(ttft=0.1 + 0.01 * i))
+    role.pump_local()
+    yield environment
+    role.close()
+    environment.runner.quit()
+
+
+def test_charts_page_is_offline_and_its_data_has_the_stage_view(env):
+    client = env.web_ui.app.test_client()
+    page = client.get("/llm/charts")
+    assert page.status_code == 200 and page.mimetype == "text/html"
+    html = page.get_data(as_text=True)
+    assert not re.search(r"""(src|href)=["']?(https?:)?//""", html)  # nothing from anywhere else
+    assert "./charts/data" in html and "<svg" not in html  # the charts come from the data route
+    data = client.get("/llm/charts/data")
+    assert data.status_code == 200 and data.mimetype == "application/json"
+    d = data.get_json()
+    assert d["status"]["requests"] == 5 and d["status"]["stage"] == "main" and d["status"]["progress"] is None
+    assert 'data-key="stage"' in d["status_html"] and "no knee yet" in d["status_html"]
+    assert all(f["svg"].startswith("<svg") for f in d["figures"])
+
+
+def test_locust_page_loads_the_tab_script(env):
+    from flask import Response
+
+    app = env.web_ui.app
+    client = app.test_client()
+    with app.test_request_context("/"):  # Locust's index (its real page: the Chromium test)
+        page = ChartsPage.add_script(Response("<html><body><div id=root></div></body></html>", mimetype="text/html"))
+        index = page.get_data(as_text=True)
+        assert ChartsPage.add_script(page).get_data(as_text=True) == index  # once
+    assert index.endswith('<script src="./llm/cockpit.js"></script></body></html>')
+    with app.test_request_context("/llm/charts"):
+        other = ChartsPage.add_script(Response("<html><body></body></html>", mimetype="text/html"))
+        assert "cockpit.js" not in other.get_data(as_text=True)
+    js = client.get("/llm/cockpit.js")
+    assert js.status_code == 200 and js.mimetype == "text/javascript"
+    assert "./llm/charts?embed=1" in js.get_data(as_text=True)
+
+
+def test_downloads_answer_with_their_content_type_and_the_files_content(env):
+    client = env.web_ui.app.test_client()
+    s = client.get("/llm/summary.json")
+    assert s.status_code == 200 and s.mimetype == "application/json"
+    assert "attachment" in s.headers["Content-Disposition"]
+    summary = json.loads(s.get_data())
+    assert summary["requests"]["total"] == 5
+    for route, rows in (("/llm/stats.csv", stats_rows), ("/llm/stages.csv", stages_rows)):
+        r = client.get(route)
+        assert r.status_code == 200 and r.mimetype == "text/csv"
+        got = list(csv.reader(io.StringIO(r.get_data(as_text=True))))
+        assert got[0] == [str(c) for c in rows(summary)[0]] and len(got) == len(rows(summary))
+    titles = [f["title"] for f in env.web_ui.template_args["extendedCsvFiles"]]
+    assert "LLM summary (JSON, --llm-summary-json)" in titles and "LLM stats (CSV, --llm-csv)" in titles
+    assert not any("JSONL" in t for t in titles)  # --llm-requests-jsonl not set: not offered
+    missing = client.get("/llm/requests.jsonl")
+    assert missing.status_code == 404 and "--llm-requests-jsonl is not set" in missing.get_data(as_text=True)
+
+
+def test_option_files_are_offered_and_served_when_set(monkeypatch, tmp_path):
+    jsonl, bench = tmp_path / "req.jsonl", tmp_path / "bench.json"
+    environment, role = _env(monkeypatch, llm_requests_jsonl=str(jsonl), vllm_bench_json=str(bench))
+    try:
+        client = environment.web_ui.app.test_client()
+        hrefs = {f["href"] for f in environment.web_ui.template_args["extendedCsvFiles"]}
+        assert {"./llm/requests.jsonl", "./llm/vllm-bench.json"} <= hrefs
+        assert client.get("/llm/requests.jsonl").status_code == 404  # not written yet
+        jsonl.write_text('{"a": 1}\n{"a": 2}\n')
+        bench.write_text('{"completed": 2}')
+        r = client.get("/llm/requests.jsonl")
+        assert r.status_code == 200 and r.mimetype == "application/x-ndjson" and r.get_data() == jsonl.read_bytes()
+        b = client.get("/llm/vllm-bench.json")
+        assert b.status_code == 200 and b.mimetype == "application/json" and b.get_json() == {"completed": 2}
+    finally:
+        role.close()
+        environment.runner.quit()
+
+
+def test_sweep_progress_says_the_phase_and_the_time_left():
+    shape, clock, runner = _shape(ConcurrencySweepShape, sweep_users="1,4", stage_duration="10", stage_warmup="2")
+    assert shape.progress() is None
+    shape.tick()
+    p = shape.progress()
+    assert (p["step"], p["steps"], p["stage"], p["users"], p["phase"], p["left_s"]) == (1, 2, "users=1", 1, "settle",
+                                                                                        None)  # fmt: skip
+    runner.user_count = 1
+    shape.tick()
+    clock.t += 2
+    shape.tick()  # warm-up over: measuring
+    clock.t += 3
+    p = shape.progress()
+    assert p["phase"] == "hold" and p["phase_s"] == 3 and p["left_s"] == 7 and p["phase_len_s"] == 10

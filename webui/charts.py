@@ -1,0 +1,249 @@
+"""The live cockpit: charts and the stage / detector view, at ``/llm/charts`` and inside the LLM tab.
+
+``/llm/charts`` is a page (offline: inline CSS and one inline script, nothing fetched from elsewhere) that polls
+``/llm/charts/data`` every POLL_MS and swaps in what it answers: the stage view as HTML and the charts as SVG.
+The SVG is drawn here, on the server, by the HTML report's own plotting module (telemetry/report: the latency and
+throughput timelines, the server's KV usage and queue, throughput and latency against load) from the summary as of
+now — so the live charts and the report are the same drawings of the same numbers, and the browser holds no
+drawing code. ``/llm/cockpit.js``, loaded into Locust's own page, puts the charts page into the LLM tab (an iframe
+under the tab's table; Locust's tab API renders plain-text tables only).
+
+The stage view: the sweep's current step (its stage, users or rate, phase and the seconds left in it, from the
+shape's ``progress()``), Locust's user count and state, the saturation verdict (the summary's ``saturation``) and
+the live detectors (``live()["detectors"]``, telemetry/detectors.py) when they run.
+
+    from webui.charts import install
+    install(environment)   # needs environment.llm_telemetry and a web UI; else does nothing
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Callable, Mapping
+from html import escape
+
+from flask import Blueprint, Response, request
+
+from telemetry.report.fmt import num
+from telemetry.report.render import CSS
+from telemetry.report.sections import load_charts
+from telemetry.report.timeline import latency_timeline, server_chart, throughput_timeline
+from webui.table import detector_text
+
+log = logging.getLogger(__name__)
+
+ROUTE = "/llm/charts"
+DATA_ROUTE = "/llm/charts/data"
+SCRIPT_ROUTE = "/llm/cockpit.js"
+INDEX_ENDPOINT = "locust.index"
+POLL_MS = 2000
+CACHE_S = 1.0
+"""Several viewers polling within this many seconds share one summary."""
+
+FIGURES: tuple[tuple[str, Callable[[Mapping], str | list[str]]], ...] = (
+    ("latency", latency_timeline),
+    ("throughput", throughput_timeline),
+    ("server", server_chart),
+    ("load", load_charts),
+)
+"""Chart id -> the report's drawing function (one SVG, or a list of them; "" / [] = nothing to draw yet)."""
+
+PHASES = {"enter": "starting", "settle": "waiting for the users", "warmup": "warm-up", "hold": "measuring"}
+
+PAGE = """<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width,initial-scale=1">
+<title>deepseek-locust live</title><style>{css}
+body.embed header, body.embed nav {{ display:none; }}
+#status .card .v {{ font-size:18px; }}
+</style></head><body class="{body_class}" data-polls="0">
+<header><h1>deepseek-locust live</h1><p>charts and stage view, redrawn every {poll_s:g} s from the run so far
+(<a style="color:#c9d3e6" href="./report">full report</a>)</p></header>
+<main><section id="stage"><h2>Stage</h2><div id="status" class="cards"></div><p class="note" id="err"></p></section>
+<section id="charts"><h2>Live charts</h2><div id="figures" class="grid"><p class="note">waiting for data…</p></div>
+</section></main>
+<script>
+(function () {{
+  var POLL = {poll_ms};
+  function render(d) {{
+    document.getElementById("status").innerHTML = d.status_html;
+    var figs = d.figures.map(function (f) {{
+      return '<figure class="plot-fig" data-chart="' + f.id + '">' + f.svg + "</figure>";
+    }});
+    document.getElementById("figures").innerHTML = figs.join("") ||
+      '<p class="note">No chart yet: the first windows are still filling.</p>';
+    document.getElementById("err").textContent = "";
+    document.body.dataset.polls = String(Number(document.body.dataset.polls) + 1);
+    if (window.parent !== window) {{
+      window.parent.postMessage({{llmCockpitHeight: document.documentElement.scrollHeight}}, "*");
+    }}
+  }}
+  function poll() {{
+    fetch("./charts/data", {{cache: "no-store"}})
+      .then(function (r) {{ if (!r.ok) {{ throw new Error("HTTP " + r.status); }} return r.json(); }})
+      .then(render)
+      .catch(function (e) {{ document.getElementById("err").textContent = "live data: " + e.message; }})
+      .then(function () {{ setTimeout(poll, POLL); }});
+  }}
+  poll();
+}})();
+</script></body></html>
+"""
+
+COCKPIT_JS = """(function () {
+  // Puts the live charts page (./llm/charts) under the LLM tab's table; removes it on the other tabs.
+  function onLlmTab() { return new URLSearchParams(window.location.search).get("tab") === "llm"; }
+  function sync() {
+    var frame = document.getElementById("llm-cockpit");
+    if (!onLlmTab()) { if (frame) { frame.remove(); } return; }
+    if (frame && document.body.contains(frame)) { return; }
+    var table = document.querySelector("table");
+    if (!table) { return; }
+    var box = table.closest(".MuiTableContainer-root") || table.parentElement;
+    frame = document.createElement("iframe");
+    frame.id = "llm-cockpit";
+    frame.title = "LLM live charts";
+    frame.src = "./llm/charts?embed=1";
+    frame.style.cssText = "display:block;width:100%;height:1200px;border:0;margin-top:12px";
+    box.parentNode.insertBefore(frame, box.nextSibling);
+  }
+  window.addEventListener("message", function (e) {
+    var frame = document.getElementById("llm-cockpit");
+    if (frame && e.source === frame.contentWindow && e.data && e.data.llmCockpitHeight) {
+      frame.style.height = (e.data.llmCockpitHeight + 20) + "px";
+    }
+  });
+  setInterval(sync, 500);
+})();
+"""
+
+
+def _card(key: str, value: str, sub: str = "") -> str:
+    return (f'<div class="card" data-key="{escape(key)}"><div class="k">{escape(key)}</div>'
+            f'<div class="v">{escape(value)}</div><div class="s">{escape(sub)}</div></div>')  # fmt: skip
+
+
+def stage_view(progress: Mapping | None, live: Mapping, summary: Mapping, users: int | None,
+               state: str | None) -> dict:  # fmt: skip
+    """The stage view's figures (plain data, also in the JSON) from the shape's progress, live() and the summary."""
+    stages = live.get("stages") or []
+    sat = summary.get("saturation") if isinstance(summary.get("saturation"), Mapping) else {}
+    out: dict = {
+        "state": state,
+        "users": users,
+        "elapsed_s": live.get("elapsed_s"),
+        "stage": (progress or {}).get("stage") or (stages[-1].get("stage") if stages else None),
+        "progress": dict(progress) if progress else None,
+        "saturation": {"stage": sat.get("stage"), "reason": sat.get("reason")} if sat else None,
+        "detectors": live.get("detectors"),
+        "requests": sum(int(s.get("requests") or 0) for s in stages),
+    }
+    return out
+
+
+def stage_html(v: Mapping) -> str:
+    p = v.get("progress")
+    cards = []
+    if p:
+        level = f"{p['users']} users" + (f" · {num(p['rate'], 2)} req/s" if p.get("rate") is not None else "")
+        cards.append(_card("stage", str(p["stage"]), f"step {p['step']} of {p['steps']} · {level}"))
+        phase = PHASES.get(p["phase"], p["phase"])
+        if p.get("left_s") is None:
+            cards.append(_card("time left", "–", f"{phase} ({p['phase_s']:.0f} s so far)"))
+        else:
+            cards.append(_card("time left", f"{p['left_s']:.0f} s", f"{phase}: {p['phase_s']:.0f} of "
+                                                                     f"{p['phase_len_s']:.0f} s"))
+    else:
+        cards.append(_card("stage", str(v.get("stage") or "–"), "no sweep shape: Locust's users and run time"))
+    cards.append(_card("users", num(v.get("users")), f"{v.get('state') or '?'} · {num(v.get('elapsed_s'))} s · "
+                                                     f"{num(v.get('requests'))} requests"))
+    sat = v.get("saturation") or {}
+    if sat.get("stage"):
+        cards.append(_card("saturation", f"knee at {sat['stage']}", str(sat.get("reason") or "")))
+    else:
+        cards.append(_card("saturation", "no knee yet", str(sat.get("reason") or "no verdict yet")))
+    det = v.get("detectors")
+    cards.append(_card("live detectors", detector_text(det) if det else "–",
+                       "" if det else "no detector state yet (telemetry/detectors.py)"))
+    return "".join(cards)
+
+
+class ChartsPage:
+    """The page, its data and the tab script on one web UI."""
+
+    def __init__(self, environment) -> None:
+        self.environment = environment
+        self._cache: tuple[float, dict] | None = None
+        self._warned = False
+
+    def data(self) -> dict:
+        now = time.monotonic()
+        if self._cache is not None and now - self._cache[0] < CACHE_S:
+            return self._cache[1]
+        env = self.environment
+        hub = env.llm_telemetry
+        summary = hub.final_summary or hub.summary()
+        live = hub.live() or {}
+        shape = getattr(env, "shape_class", None)
+        progress = shape.progress() if callable(getattr(shape, "progress", None)) else None
+        runner = env.runner
+        view = stage_view(progress, live, summary, getattr(runner, "user_count", None),
+                          getattr(runner, "state", None))  # fmt: skip
+        figures = []
+        for fid, draw in FIGURES:
+            drawn = draw(summary)
+            for i, svg in enumerate([drawn] if isinstance(drawn, str) else drawn):
+                if svg:
+                    figures.append({"id": f"{fid}-{i}" if not isinstance(drawn, str) else fid, "svg": svg})
+        out = {"status": view, "status_html": stage_html(view), "figures": figures}
+        self._cache = (now, out)
+        return out
+
+    def data_response(self) -> Response:
+        try:
+            body = json.dumps(self.data(), default=str)
+        except Exception as e:  # say what broke instead of Flask's bare 500 page
+            if not self._warned:
+                log.exception("%s failed", DATA_ROUTE)
+                self._warned = True
+            return Response(json.dumps({"error": f"{type(e).__name__}: {e}"}), status=500,
+                            mimetype="application/json")  # fmt: skip
+        return Response(body, mimetype="application/json", headers={"Cache-Control": "no-store"})
+
+    def page(self) -> Response:
+        embed = request.args.get("embed") == "1"
+        html = PAGE.format(css=CSS, body_class="embed" if embed else "", poll_s=POLL_MS / 1000, poll_ms=POLL_MS)
+        return Response(html, mimetype="text/html")
+
+    @staticmethod
+    def script() -> Response:
+        return Response(COCKPIT_JS, mimetype="text/javascript")
+
+    @staticmethod
+    def add_script(response: Response) -> Response:
+        """Load the tab script into Locust's own page (its index.html, served by ``locust.index``)."""
+        if request.endpoint != INDEX_ENDPOINT or response.status_code != 200 or response.mimetype != "text/html":
+            return response
+        html = response.get_data(as_text=True)
+        tag = '<script src="./llm/cockpit.js"></script>'
+        if tag not in html and "</body>" in html:
+            response.set_data(html.replace("</body>", f"{tag}</body>", 1))
+        return response
+
+    def register(self, web_ui) -> ChartsPage:
+        bp = Blueprint("llm_charts", __name__)
+        auth = getattr(web_ui, "auth_required_if_enabled", lambda f: f)
+        bp.add_url_rule(ROUTE, "page", auth(self.page))
+        bp.add_url_rule(DATA_ROUTE, "data", auth(self.data_response))
+        bp.add_url_rule(SCRIPT_ROUTE, "script", self.script)
+        web_ui.app.register_blueprint(bp)
+        web_ui.app.after_request(self.add_script)
+        return self
+
+
+def install(environment) -> ChartsPage | None:
+    web_ui = getattr(environment, "web_ui", None)
+    if web_ui is None or getattr(environment, "llm_telemetry", None) is None:
+        return None
+    return ChartsPage(environment).register(web_ui)
