@@ -180,6 +180,9 @@ CLIENT_METRICS: tuple[ClientMetric, ...] = (
         panel_help="Gap between the first and the second token-bearing chunk (AIPerf's TTST): the first decode "
         "step after prefill, as the client sees it.",
     ),
+    ClientMetric(  # the tokenizer layer of the P99 attribution (telemetry/attribution/decompose.py): before t0
+        "prompt_build", "prompt build", attrgetter("prompt_build_s"), per_stage=True, report_stage=("p99",),
+    ),
 )
 """Every client metric, in display order."""
 

@@ -19,6 +19,8 @@ waits for ``environment.llm_pacer.wait_slot()`` before sending.
 
 from __future__ import annotations
 
+import time
+from dataclasses import replace
 from typing import NamedTuple
 
 import orjson
@@ -102,6 +104,7 @@ class LLMUser(FastHttpUser):
         env = self.environment
         api = self.api
         board = getattr(env, "llm_stage_board", None)
+        building = time.perf_counter()  # the tokenizer layer: prompt synthesis + counting + body, before t0
         inp = draw(self.settings, api, board.current if board is not None else MAIN)
         target = self._target(inp)
         rid, traceparent = self._ids.next()
@@ -120,9 +123,11 @@ class LLMUser(FastHttpUser):
             answer=api.answer,
             request_id=rid,
         )
+        built_s = time.perf_counter() - building
         pacer = getattr(env, "llm_pacer", None)
         t0 = pacer.wait_slot() if pacer is not None else None
         result = exchange(target.http, call, t0, getattr(env, "llm_inflight", None), self.settings.count_text)
+        result = replace(result, prompt_build_s=built_s)
         env.events.request.fire(
             request_type="LLM",
             name=call.name,

@@ -10,6 +10,11 @@ where "other server time" = server TTFT − queue − prefill (tokenization, sch
 first token) and "network & client" = client TTFT − server TTFT. Both remainders are stated, never
 hidden. The server's histograms count every request it served in the span, not only this client's.
 
+The client's own tokenizer layer comes before all of that: the time a user spent building the request (drawing the
+lengths, synthesizing and tokenizing the prompt, serializing the body) on the users' event loop, before t0 — so
+outside client TTFT, but in what a caller waits for. It is shown next to the parts (``prompt_build_client_ms``) and
+in the sentence; a slower tokenizer shows up here, not in any server figure.
+
     d = decompose(client_ttft_q, client_itl_q, {"ttft": h_ttft, "queue": h_q, "prefill": h_p, "itl": h_itl})
     d["ttft_server_ms"]["p99"], d["remainder_ms"]["network_client"], d["statement"]
 """
@@ -45,10 +50,15 @@ def _fmt(v: float | None) -> str:
 
 
 def decompose(
-    ttft_client: Mapping | None, itl_client: Mapping | None, server: Mapping[str, CumulativeHistogram]
+    ttft_client: Mapping | None,
+    itl_client: Mapping | None,
+    server: Mapping[str, CumulativeHistogram],
+    prompt_build: Mapping | None = None,
 ) -> dict:
-    """The ``decomposition`` section: Q objects (None where unknown), the mean remainders and a sentence."""
+    """The ``decomposition`` section: Q objects (None where unknown), the mean remainders and a sentence;
+    ``prompt_build`` is the client's request-building Q (the tokenizer layer, before t0)."""
     out: dict = {"ttft_client_ms": dict(ttft_client) if ttft_client else None}
+    out["prompt_build_client_ms"] = dict(prompt_build) if _mean(prompt_build) is not None else None
     for key, hist in SERVER_PARTS.items():
         h = server.get(hist)
         out[key] = h.to_q() if h is not None and h.count > 0 else None
@@ -80,6 +90,11 @@ def decompose(
             statement += " (the server's means exceed the client's by " + ", ".join(
                 f"{_fmt(v)} ms in {k.replace('_', ' & ' if k == 'network_client' else ' ')}" for k, v in excess.items()
             ) + ": its histograms count requests this client's figures do not; read as 0)"
+    build = _mean(out["prompt_build_client_ms"])
+    if build is not None:
+        p99 = out["prompt_build_client_ms"].get("p99")
+        statement += (f"; before t0 the client built each request (prompt synthesis + tokenizer + body, on the users' "
+                      f"event loop, outside TTFT) in mean {build:.2f} ms" + (f", p99 {p99:.2f} ms" if p99 else ""))
     ic, iserv = _mean(out["itl_client_ms"]), _mean(out["decode_itl_server_ms"])
     if ic is not None and iserv is not None:
         statement += f"; ITL mean client {ic:.1f} ms vs server {iserv:.1f} ms"

@@ -83,13 +83,13 @@ def decomposition(view: RunView, samples) -> dict:
     spans = view.stage_spans()
     cells = list(view.merged.cells.values())
     whole = decompose(_client_q(cells, "ttft"), _client_q(cells, "itl"),
-                      server_deltas(samples, -math.inf, math.inf))
+                      server_deltas(samples, -math.inf, math.inf), _client_q(cells, "prompt_build"))
     stages = []
     for i, (st, start, end) in enumerate(spans):
         last = i == len(spans) - 1
         st_cells = view.merged.select(stage=st.name)
         d = decompose(_client_q(st_cells, "ttft"), _client_q(st_cells, "itl"),
-                      server_deltas(samples, start, math.inf if last else end))
+                      server_deltas(samples, start, math.inf if last else end), _client_q(st_cells, "prompt_build"))
         stages.append({"name": st.name, "warmup": bool(getattr(st, "warmup", False)), "start_s": start, "end_s": end,
                        **d})
     whole["stages"] = stages

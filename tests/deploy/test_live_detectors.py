@@ -130,6 +130,12 @@ def test_stop_on_batching_ends_the_run_and_says_why(tmp_path):
     assert summary["duration_s"] < 45, summary["duration_s"]  # ended well before -t 60s
     assert "--llm-stop-on: stopping the run, live detector batching fired" in log
     assert summary["detectors"]["stop_on"] == ["batching"]
+    # the tokenizer layer of the P99 attribution: every request's own building time, measured on the user
+    build = summary["attribution"]["decomposition"]["prompt_build_client_ms"]
+    ok = summary["requests"]["ok"]
+    assert build["count"] == summary["prompt_build_ms"]["count"] >= ok > 0, (build, summary["requests"])
+    assert 0 < build["mean"] < 50 and build["p99"] >= build["p50"] > 0, build
+    assert f"in mean {build['mean']:.2f} ms" in summary["attribution"]["decomposition"]["statement"]
 
 
 def test_stop_on_names_are_checked():

@@ -29,6 +29,7 @@ def make_result(
     queue: float = 0.0,
     tail: float = 0.001,
     end: float | None = None,
+    prompt_build: float | None = 0.0005,
 ) -> GenerationResult:
     """A request whose first token came ``ttft`` after t0 and whose chunks came ``itl`` apart."""
     if chunk_tokens is None:
@@ -46,5 +47,5 @@ def make_result(
         chunk_times=t0 + rel if ok else np.zeros(0), chunk_tokens=chunk_tokens if ok else np.zeros(0, np.int64),
         output_tokens=int(chunk_tokens.sum()) if ok else 0, prompt_tokens=prompt_tokens,
         token_source=token_source, prompt_tokens_client=prompt_tokens_client, version=version,
-        wall_start=time.time() - e2e,
+        wall_start=time.time() - e2e, prompt_build_s=prompt_build,
     )  # fmt: skip

@@ -37,6 +37,24 @@ def test_means_add_up_and_remainders_are_stated():
     assert d["decode_ms"] is None  # no decode-time histogram given
 
 
+def test_the_tokenizer_layer_stands_next_to_the_parts():
+    """The client's request building (before t0) is its own entry and clause; it is not taken out of TTFT."""
+    ttft = {"count": 10, "mean": 100.0, "p50": 90.0, "p90": 120.0, "p95": 130.0, "p99": 140.0, "max": 150.0}
+    build = {"count": 10, "mean": 0.84, "p50": 0.8, "p90": 1.0, "p95": 1.1, "p99": 1.26, "max": 1.3}
+    server = {"ttft": _h({0.1: 10}, total=0.9), "queue": _h({0.1: 10}, total=0.1), "prefill": _h({0.1: 10}, total=0.5)}
+    d = decompose(ttft, None, server, build)
+    assert d["prompt_build_client_ms"] == build
+    assert d["remainder_ms"]["network_client"] == pytest.approx(10.0)  # 100 - 90: TTFT unchanged by the layer
+    assert d["statement"] == (
+        "client TTFT mean 100 ms = server queue 10 + prefill 50 + other server 30 + network & client 10 ms"
+        "; before t0 the client built each request (prompt synthesis + tokenizer + body, on the users' event loop, "
+        "outside TTFT) in mean 0.84 ms, p99 1.26 ms"
+    )
+    empty = {"count": 0, "mean": None, "p50": None, "p90": None, "p95": None, "p99": None, "max": None}
+    assert decompose(ttft, None, server, empty)["prompt_build_client_ms"] is None
+    assert "before t0" not in decompose(ttft, None, server)["statement"]
+
+
 def test_without_server_histograms():
     q = {"count": 5, "mean": 100.0, "p50": 90.0, "p90": 120.0, "p95": 130.0, "p99": 140.0, "max": 150.0}
     d = decompose(q, None, {})
