@@ -40,6 +40,21 @@ def tokenizer_name(value: str) -> str:
     return value
 
 
+def api_key_file(value: str) -> str | None:
+    """argparse ``type``: the key itself, read once at start from the file's first non-empty line (the value
+    then travels to the workers as --api-key's does; the path need not exist on their machines)."""
+    if not value:
+        return None
+    try:
+        lines = Path(value).expanduser().read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as e:
+        raise argparse.ArgumentTypeError(f"cannot read {value!r}: {type(e).__name__}") from None
+    key = next((line.strip() for line in lines if line.strip()), None)
+    if key is None:
+        raise argparse.ArgumentTypeError(f"{value!r} is empty (expected the key on its first line)")
+    return key
+
+
 def prompt_file(value: str) -> str:
     if not value:
         return value
@@ -81,6 +96,16 @@ def add_arguments(parser) -> None:
         env_var="LOCUST_API_KEY",
         is_secret=True,
         help="Bearer token for the server (default: $OPENAI_API_KEY); never logged",
+    )
+    add(
+        "--api-key-file",
+        type=api_key_file,
+        default=None,
+        metavar="PATH",
+        env_var="LOCUST_API_KEY_FILE",
+        is_secret=True,
+        include_in_web_ui=False,  # its value is the key itself, read at start
+        help="Read the bearer token from the first line of PATH (read at start; --api-key wins); never logged",
     )
     add(
         "--input-len",

@@ -33,6 +33,12 @@ from workload.routing import RouteTable, metadata_headers
 from workload.tokenizers import DEFAULT_TOKENIZER, load_tokenizer
 
 
+def api_key_of(options: object) -> str | None:
+    """The bearer token: --api-key (or $LOCUST_API_KEY), else --api-key-file's key, else $OPENAI_API_KEY."""
+    return (getattr(options, "api_key", None) or getattr(options, "api_key_file", None)
+            or os.environ.get("OPENAI_API_KEY") or None)  # fmt: skip
+
+
 @dataclass
 class RunSettings:
     rng: np.random.Generator
@@ -69,7 +75,7 @@ class RunSettings:
             tokenizer=load_tokenizer(str(get("tokenizer", DEFAULT_TOKENIZER))),
             tokenizer_name=str(get("tokenizer", DEFAULT_TOKENIZER)),
             model=get("model", None) or None,  # type: ignore[arg-type]
-            api_key=get("api_key", None) or os.environ.get("OPENAI_API_KEY") or None,  # type: ignore[arg-type]
+            api_key=api_key_of(opts),
             ignore_eos=bool(get("ignore_eos", IGNORE_EOS_DEFAULT)),
             batch_size=int(get("batch_size", BATCH_SIZE_DEFAULT)),
             request_timeout=float(get("request_timeout", REQUEST_TIMEOUT_DEFAULT)),

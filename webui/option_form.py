@@ -23,6 +23,7 @@ def _checked_actions() -> dict[str, argparse.Action]:
         a.dest: a
         for a in get_parser()._actions
         if a.option_strings and a.dest not in locust_own and (callable(a.type) or a.choices is not None)
+        and not getattr(a, "is_secret", False)  # a refusal quotes the value: never a secret's
     }
 
 

@@ -36,6 +36,7 @@ from webui.charts import install as install_charts
 from webui.downloads import install as install_downloads
 from webui.metrics import install as install_metrics
 from webui.report import install as install_report
+from webui.secrets import install as install_secrets
 from webui.shape_form import install as install_shape_form
 from webui.table import COLUMNS, STRUCTURE, TAB_KEY, llm_rows
 
@@ -150,13 +151,15 @@ class LLMTab:
 def install(environment) -> None:
     """Every web route of the project, when this process serves the web UI; otherwise do nothing.
 
-    In this order: the start form's ``--shape`` check (it must read the form before empty fields are dropped),
-    ``/llm/metrics``, ``/llm/report``, the LLM tab (``/llm/live``, ``/llm/live.csv``, the stats rows), the live
-    charts and stage view (``/llm/charts``: webui/charts.py), the downloads (webui/downloads.py).
+    In this order: the secrets' masking (webui/secrets.py), the start form's ``--shape`` check (it must read the
+    form before empty fields are dropped), ``/llm/metrics``, ``/llm/report``, the LLM tab (``/llm/live``,
+    ``/llm/live.csv``, the stats rows), the live charts and stage view (``/llm/charts``: webui/charts.py), the
+    downloads (webui/downloads.py).
     """
     web_ui = getattr(environment, "web_ui", None)
     if web_ui is None:
         return
+    install_secrets(web_ui)
     install_shape_form(environment)
     install_metrics(environment)
     install_report(environment)

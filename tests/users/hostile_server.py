@@ -1,5 +1,6 @@
 """The hostile server of tests/users/hostile.py as its own process, for runs of a real ``locust``: each LLM
-request gets the next of ``--modes`` in turn; ``GET /stats`` counts the requests served per mode.
+request gets the next of ``--modes`` in turn; ``GET /stats`` counts the requests served per mode and per
+Authorization header.
 
     python -m tests.users.hostile_server --port 8123 --modes ok,silence,huge_line,close
 """
@@ -98,12 +99,17 @@ def main() -> None:
     modes = args.modes.split(",")
     turn = itertools.cycle(modes)
     served: Counter = Counter()
+    auth: dict[str, int] = {}
+    """Authorization header -> LLM requests that carried it."""
 
     def answer(sock, req) -> bool:
         if req.method == "GET":  # /health, /stats
-            body = json.dumps({"requests": sum(served.values()), **{f"mode_{m}": n for m, n in served.items()}})
+            body = json.dumps({"requests": sum(served.values()), "auth": auth,
+                               **{f"mode_{m}": n for m, n in served.items()}})  # fmt: skip
             sock.sendall(http(200, body.encode()))
             return True
+        who = req.headers.get("authorization", "")
+        auth[who] = auth.get(who, 0) + 1
         mode = next(turn)
         served[mode] += 1
         return MODES[mode](sock)

@@ -47,7 +47,8 @@ def test_telemetry_and_shapes_add_no_route_webui_adds_them_all(env):
     install(env)
     assert ROUTES <= _rules(env)
     hooks = [f.__qualname__ for f in env.web_ui.app.before_request_funcs[None]]
-    assert hooks == ["ShapeFormHook.before_request", "LLMTab._drop_empty_unset_options"]  # the form is read first
+    # a blank secret field is dropped first (the start key stays), then the form is read, then empty fields dropped
+    assert hooks == ["_keep_blank_secrets", "ShapeFormHook.before_request", "LLMTab._drop_empty_unset_options"]
 
 
 def test_metrics_and_report_read_the_live_run(env):
