@@ -30,7 +30,7 @@ def add_arguments(parser) -> None:
         metavar="PATH",
         env_var="LOCUST_LLM_SUMMARY_JSON",
         default=None,
-        help="Write the merged LLM summary (schema 1) as JSON to PATH at the end of the run",
+        help="Write the merged LLM summary (schema 2) as JSON to PATH at the end of the run",
     )
     a(
         "--llm-csv",
@@ -47,6 +47,22 @@ def add_arguments(parser) -> None:
         env_var="LOCUST_LLM_REPORT",
         default=None,
         help="Write a self-contained HTML report to PATH at the end of the run",
+    )
+    a(
+        "--llm-requests-jsonl",
+        metavar="PATH",
+        env_var="LOCUST_LLM_REQUESTS_JSONL",
+        default=None,
+        help="Write one JSON line per LLM request of every worker to PATH, on the master, as reports arrive "
+        "(request id, worker, class, stage, tokens, TTFT/TPOT/E2E, chunk arrival offsets, error)",
+    )
+    a(
+        "--vllm-bench-json",
+        metavar="PATH",
+        env_var="LOCUST_VLLM_BENCH_JSON",
+        default=None,
+        help="Write the result in the form of vLLM's `vllm bench serve --save-result --save-detailed` to PATH at "
+        "the end of the run (same field names, units and meaning)",
     )
     a(
         "--prometheus-port",

@@ -31,10 +31,14 @@ from telemetry.exporter import Exporter
 from telemetry.hooks import deliver_to
 from telemetry.hub import TelemetryHub
 from telemetry.options import PROMETHEUS_HOST_DEFAULT, SERVER_METRICS_INTERVAL_DEFAULT
+from telemetry.requestlog import REPORT_KEY as REQUESTS_KEY
+from telemetry.requestlog import RequestLog, read_records, record_of, request_log_for, wants_request_log
+from telemetry.runrecord import RunRecorder
 from telemetry.scraper import ServerScraper, metrics_url
 from telemetry.sinks import console_table, write_csv, write_json
 from telemetry.slo import EXIT_CODE, failure_lines
 from telemetry.versions import versions_section
+from telemetry.vllmbench import write_vllm_bench
 
 log = logging.getLogger(__name__)
 REPORT_KEY = "llm"
@@ -78,6 +82,8 @@ class Role:
         self.merger = hub.merger
         self._bad_results = 0
         self._listeners: list[tuple[object, object]] = []
+        self.request_lines: list[dict] | None = None
+        """Per-request records waiting for the next report (worker) or the file (local run); None: not wanted."""
 
     def _on(self, event, fn) -> None:
         event.add_listener(fn)
@@ -102,6 +108,8 @@ class Role:
             return
         try:
             self.merger.recorder.record(result)
+            if self.request_lines is not None:
+                self.request_lines.append(record_of(result))
         except Exception as e:  # a malformed result is counted and reported once, never raised into the user
             self._bad_results += 1
             if self._bad_results == 1:
@@ -110,6 +118,7 @@ class Role:
     def on_test_start(self, environment=None, **_kw) -> None:
         self.merger.configure(self.environment.parsed_options)
         self.merger.recorder.reset()
+        self.request_lines = [] if wants_request_log(self.environment.parsed_options) else None
 
     def on_test_stop(self, environment=None, **_kw) -> None:
         pass
@@ -160,6 +169,8 @@ class WorkerRole(_RunsUsers):
     def on_report_to_master(self, client_id=None, data=None, **_kw) -> None:
         if data is not None:
             data[REPORT_KEY] = self.take()
+            if self.request_lines:
+                data[REQUESTS_KEY], self.request_lines = self.request_lines, []
 
 
 class SummarizingRole(Role):
@@ -168,6 +179,7 @@ class SummarizingRole(Role):
     def __init__(self, environment, hub: TelemetryHub) -> None:
         super().__init__(environment, hub)
         self.exporter: Exporter | None = None
+        self.request_log: RequestLog | None = None
         self._finalized = False
         self.detectors = LiveDetectors()
         self._detect = _Loop(self.check_detectors, 1.0)
@@ -195,6 +207,9 @@ class SummarizingRole(Role):
         super().on_test_start()
         self.merger.start_run()
         self._finalized = False
+        self.request_log = request_log_for(self.environment.parsed_options)
+        if self.request_log is not None:
+            self.request_log.open()
         self._start_scraper()
         self._discover_model()
         self.detectors.reset()
@@ -263,6 +278,9 @@ class SummarizingRole(Role):
     def collect_last(self) -> None:
         """At quit, before the summary: bring in the results still on their way."""
 
+    def write_request_lines(self) -> None:
+        """A local run's own per-request records (the master writes each worker's as its report arrives)."""
+
     def on_quitting(self, environment=None, **_kw) -> None:
         if self._finalized:
             return
@@ -279,6 +297,9 @@ class SummarizingRole(Role):
     def finalize(self) -> dict:
         """Summary, SLO gate, console table and file sinks, then the ``on_summary`` sinks."""
         self.hub.hooks.prepare_final()
+        if self.request_log is not None:
+            self.write_request_lines()
+            self.request_log.close()
         summary = self.hub.summary()
         self.merger.final_summary = summary
         for line in failure_lines(summary["slo"]["checks"]):
@@ -293,8 +314,17 @@ class SummarizingRole(Role):
             deliver_to("summary JSON", lambda: write_json(summary, options.llm_summary_json))
         if getattr(options, "llm_csv", None):
             deliver_to("CSV", lambda: write_csv(summary, options.llm_csv))
+        if getattr(options, "vllm_bench_json", None) and self.request_log is not None:
+            deliver_to("vLLM bench JSON", lambda: self.write_vllm_bench(summary, options))
         self.hub.hooks.deliver(summary)
         return summary
+
+
+    def write_vllm_bench(self, summary: dict, options) -> None:
+        path = self.request_log.path
+        write_vllm_bench(summary, read_records(path), options, options.vllm_bench_json)
+        if not getattr(options, "llm_requests_jsonl", None):
+            path.unlink(missing_ok=True)  # the records were only the bench file's input
 
 
 class MasterRole(SummarizingRole):
@@ -329,6 +359,9 @@ class MasterRole(SummarizingRole):
             self.merger.absorb(str(client_id), state)
         except Exception as e:  # a malformed report is dropped with a line, the run goes on
             log.error(f"dropped an LLM report from worker {client_id}: {type(e).__name__}: {e}")
+        lines = (data or {}).get(REQUESTS_KEY)
+        if self.request_log is not None and isinstance(lines, list):
+            self.request_log.write(lines, self.environment.runner.get_worker_index(str(client_id)))
 
     def collect_last(self) -> None:
         drain_final_reports(self.environment)
@@ -361,6 +394,12 @@ class LocalRole(SummarizingRole, _RunsUsers):
 
     def pump_local(self) -> None:
         self.merger.absorb(LOCAL_ID, self.take())
+        self.write_request_lines()
+
+    def write_request_lines(self) -> None:
+        if self.request_lines and self.request_log is not None:
+            lines, self.request_lines = self.request_lines, []
+            self.request_log.write(lines, 0)
 
     def collect_last(self) -> None:
         self._pump.stop()
@@ -383,4 +422,7 @@ def install(environment) -> Role:
     hub.hooks.add_section("versions", versions_section)
     hub.hooks.add_section("detectors", lambda view, _summary: view.detectors)
     environment.llm_telemetry = hub
-    return role_for(environment.runner)(environment, hub).register()
+    role = role_for(environment.runner)(environment, hub).register()
+    if not isinstance(role, WorkerRole):
+        RunRecorder(environment).register()
+    return role

@@ -18,7 +18,7 @@ from telemetry.recorder import FINE_METRICS, Cell, Recorder
 from telemetry.sketch import LogSketch
 from telemetry.view import RunView
 
-SCHEMA = 1
+SCHEMA = 2
 Q_FIELDS = (("p50", 0.5), ("p90", 0.9), ("p95", 0.95), ("p99", 0.99))
 
 

@@ -23,6 +23,7 @@ import time
 from dataclasses import replace
 from typing import NamedTuple
 
+import gevent
 import orjson
 from geventhttpclient.url import URL
 from locust import constant, task
@@ -98,7 +99,17 @@ class LLMUser(FastHttpUser):
 
     @task
     def generate(self) -> None:
-        self.send()
+        budget = getattr(self.environment, "llm_budget", None)  # --num-requests (users/budget.py)
+        if budget is None:
+            self.send()
+            return
+        if not budget.claim():  # this process's share is spent: idle until the run ends
+            gevent.sleep(1.0)
+            return
+        try:
+            self.send()
+        finally:
+            budget.finish()
 
     def send(self) -> GenerationResult:
         env = self.environment

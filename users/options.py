@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from workload.argtypes import length_spec, positive_int, seconds, seed
+from workload.argtypes import length_spec, non_negative_int, positive_int, seconds, seed
 from workload.datasets import load_prompt_file
 from workload.routing import ROUTE_TABLE_FORM, RouteTable
 from workload.tokenizers import DEFAULT_TOKENIZER, TokenizerNotFound, load_tokenizer
@@ -31,6 +31,10 @@ REQUEST_TIMEOUT_DEFAULT = 300.0
 SEED_DEFAULT = 0
 """--seed: each worker draws with seed + worker index."""
 
+NUM_REQUESTS_DEFAULT = 0
+"""--num-requests: no request budget (the run ends on time or by its shape)."""
+MAX_ERRORS_DEFAULT = 0
+"""--max-errors: never stop for errors."""
 
 def tokenizer_name(value: str) -> str:
     try:
@@ -171,6 +175,22 @@ def add_arguments(parser) -> None:
         default=False,
         env_var="LOCUST_ALIGN_PROMPTS",
         help="Re-cut synthetic prompts so the server's /tokenize count matches the drawn length",
+    )
+    add(
+        "--num-requests",
+        type=non_negative_int,
+        default=NUM_REQUESTS_DEFAULT,
+        env_var="LOCUST_NUM_REQUESTS",
+        help="End the run after exactly N LLM requests have been sent and finished, across all workers "
+        "(vllm bench's --num-prompts); 0 = no budget",
+    )
+    add(
+        "--max-errors",
+        type=non_negative_int,
+        default=MAX_ERRORS_DEFAULT,
+        env_var="LOCUST_MAX_ERRORS",
+        help="Stop the run once N LLM requests have failed (checked every second on the master; the summary's "
+        "run.stopped_by says why); 0 = never",
     )
     add(
         "--route-table",

@@ -15,6 +15,7 @@ import gevent
 from locust.runners import MasterRunner
 
 from users.align import check
+from users.budget import install as install_budget
 from users.inflight import Inflight
 from users.server_info import ServerUnreachable, first_model, json_poster
 from users.settings import RunSettings
@@ -90,6 +91,7 @@ def install(environment) -> None:
     # without a refresh, Locust's --run-time timer (armed after init) fires early by the import time.
     gevent.get_hub().loop.update_now()
     UsersPlugin(environment).register()
+    install_budget(environment)
 
 
 def _prime_inspect() -> None:

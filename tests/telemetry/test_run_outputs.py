@@ -1,0 +1,199 @@
+"""Issue 14 end to end on real processes: the simulator, a Locust master and two workers with ``--num-requests 300``
+give exactly 300 requests; the summary (schema 2) validates and carries the run record and the simulator's
+/version and cache config; the per-request JSONL has 300 lines that reconcile with the summary; the vLLM-bench
+JSON has every field (name and type) that ``vllm bench serve --save-result --save-detailed`` (the .venv-vllm
+build) writes against the same simulator; ``--max-errors`` stops a failing run with the reason in the summary.
+"""
+
+from __future__ import annotations
+
+import json
+
+import jsonschema
+import numpy as np
+import pytest
+
+from telemetry.requestlog import read_records
+from tests.requires import VLLM, require
+from tests.support import LOCUST, PY, ROOT, Proc, free_port, wait_http
+
+pytestmark = pytest.mark.slow
+
+SCHEMA = json.loads((ROOT / "docs" / "summary.schema.json").read_text())
+LOAD = ["--input-len", "fixed:32", "--output-len", "fixed:8", "--only-summary", "--prometheus-port", "0"]
+BLOCK_SIZE = 32  # not vLLM's default 16: the summary must carry what the server says
+
+
+def _sim(*extra: str) -> tuple[Proc, str]:
+    port = free_port()
+    proc = Proc([PY, "-m", "server.sim", "--port", str(port), "--profile", "cpu-tiny", "--block-size",
+                 str(BLOCK_SIZE), "--time-scale", "0.2", *extra], name="sim")  # fmt: skip
+    host = f"http://127.0.0.1:{port}"
+    wait_http(f"{host}/health", proc=proc)
+    return proc, host
+
+
+@pytest.fixture(scope="module")
+def sim():
+    proc, host = _sim()
+    with proc:
+        yield host
+
+
+@pytest.fixture(scope="module")
+def budget_run(sim, tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("budget")
+    mport = free_port()
+    paths = {k: tmp / n for k, n in (("summary", "s.json"), ("jsonl", "r.jsonl"), ("bench", "vb.json"))}
+    master = Proc([LOCUST, "-f", "locustfile.py", "--headless", "--master", "--master-bind-host", "127.0.0.1",
+                   "--master-bind-port", str(mport), "--expect-workers", "2", "-u", "8", "-r", "8", "-t", "120s",
+                   "--host", sim, "--num-requests", "300", "--api-key", "sekrit-value", "--seed", "7",
+                   "--llm-summary-json", str(paths["summary"]), "--llm-requests-jsonl", str(paths["jsonl"]),
+                   "--vllm-bench-json", str(paths["bench"]), *LOAD, "StreamingChatUser"], name="master")  # fmt: skip
+    workers = [Proc([LOCUST, "-f", "locustfile.py", "--worker", "--master-host", "127.0.0.1", "--master-port",
+                     str(mport)], name=f"worker{i}") for i in range(2)]  # fmt: skip
+    try:
+        rc = master.wait(150)
+        out = master.output()
+    finally:
+        master.stop()
+        for w in workers:
+            w.stop()
+    assert rc == 0, out[-3000:]
+    return {"out": out, "summary": json.loads(paths["summary"].read_text()),
+            "lines": read_records(paths["jsonl"]), "bench": json.loads(paths["bench"].read_text())}  # fmt: skip
+
+
+def test_num_requests_is_exact_across_master_and_two_workers(budget_run):
+    s = budget_run["summary"]
+    assert s["requests"]["total"] == 300 and s["requests"]["failed"] == 0
+    assert s["run"]["stopped_by"] == {"reason": "num_requests", "requests": 300, "limit": 300}
+    assert "--num-requests 300: 150, 150 per worker" in budget_run["out"]
+    # ended by the budget, long before -t 120s
+    assert s["duration_s"] < 60
+
+
+def test_summary_is_schema_2_with_the_run_record_and_the_server_environment(budget_run, sim):
+    s = budget_run["summary"]
+    jsonschema.Draft202012Validator(SCHEMA).validate(s)
+    assert s["schema"] == 2
+    run = s["run"]
+    assert run["options"]["api_key"] == "***" and "sekrit-value" not in json.dumps(s)
+    assert run["options"]["num_requests"] == 300 and run["options"]["output_len"] == "fixed:8"
+    assert run["workers"] == 2 and run["seed"] == 7 and run["worker_seeds"] == [7, 8]
+    assert [c["name"] for c in run["user_classes"]] == ["StreamingChatUser"]
+    assert run["tool"]["commit"] and len(run["tool"]["commit"]) == 40
+    assert run["started_utc"] < run["ended_utc"] and run["locust"] and run["hosts"]
+    assert run["tokenizer"]["hash"] == s["tokenizer"]["hash"]
+    env = s["server_env"]
+    assert env["version"] == "server.sim" and env["model"] == s["model"] and env["max_model_len"] > 0
+    assert env["cache_config"]["block_size"] == BLOCK_SIZE and env["errors"] == {}
+    assert isinstance(env["cache_config"]["enable_prefix_caching"], bool)
+
+
+def test_jsonl_has_one_line_per_request_and_reconciles_with_the_summary(budget_run):
+    s, lines = budget_run["summary"], budget_run["lines"]
+    assert len(lines) == 300
+    assert len({r["request_id"] for r in lines}) == 300
+    assert sorted({r["worker"] for r in lines}) == [0, 1]
+    assert [sum(r["worker"] == w for r in lines) for w in (0, 1)] == [150, 150]
+    assert sum(r["output_tokens"] for r in lines) == s["tokens"]["output"]
+    assert sum(r["prompt_tokens"] for r in lines) == s["tokens"]["prompt"]
+    assert all(r["ok"] and r["stage"] == "main" and r["user_class"] == "StreamingChatUser" for r in lines)
+    for key in ("ttft_ms", "e2e_ms", "tpot_ms"):
+        values = np.array([r[key] for r in lines])
+        for q, field in ((0.5, "p50"), (0.99, "p99")):
+            exact = float(np.quantile(values, q, method="inverted_cdf"))
+            assert s[key][field] == pytest.approx(exact, rel=0.02), (key, field)
+    # the chunk offsets are the request's own timeline: the first is its TTFT, the last its TTFT + decode span
+    for r in lines[:20]:
+        assert r["chunk_offsets_ms"][0] == pytest.approx(r["ttft_ms"], abs=0.002)
+        assert r["chunk_offsets_ms"][-1] - r["chunk_offsets_ms"][0] == pytest.approx(r["decode_span_ms"], abs=0.003)
+        assert sum(r["chunk_tokens"]) == r["output_tokens"]
+
+
+def test_vllm_bench_json_agrees_with_the_jsonl(budget_run):
+    b, lines = budget_run["bench"], budget_run["lines"]
+    assert b["num_prompts"] == b["completed"] == 300 and b["failed"] == 0
+    assert b["total_output_tokens"] == sum(r["output_tokens"] for r in lines)
+    assert b["ttfts"] == pytest.approx([r["ttft_ms"] / 1000 for r in lines])
+    assert b["mean_e2el_ms"] == pytest.approx(float(np.mean([r["e2e_ms"] for r in lines])))
+    assert b["max_concurrency"] == 8 and b["request_rate"] == "inf"
+
+
+def test_vllm_bench_json_covers_every_field_vllm_bench_serve_writes(budget_run, sim, tmp_path):
+    require(_vllm_missing(), VLLM)
+    out = tmp_path / "vllm.json"
+    bench = Proc([str(ROOT / ".venv-vllm" / "bin" / "vllm"), "bench", "serve", "--backend", "openai-chat",
+                  "--base-url", sim, "--endpoint", "/v1/chat/completions", "--model", budget_run["summary"]["model"],
+                  "--tokenizer", str(ROOT / ".cache" / "tiny-deepseek"), "--dataset-name", "random",
+                  "--random-input-len", "32", "--random-output-len", "8", "--num-prompts", "10",
+                  "--max-concurrency", "4", "--save-result", "--save-detailed", "--result-dir", str(tmp_path),
+                  "--result-filename", out.name], name="vllm-bench")  # fmt: skip
+    rc = bench.wait(240)
+    assert rc == 0 and out.exists(), bench.output()[-3000:]
+    theirs, ours = json.loads(out.read_text()), budget_run["bench"]
+    assert sorted(set(theirs) - set(ours)) == []
+    for key, value in theirs.items():
+        if value is None or ours[key] is None:
+            assert key in ("label", "request_goodput") or value == ours[key], key
+            continue
+        assert isinstance(ours[key], type(value)) or (isinstance(value, float) and isinstance(ours[key], int)), key
+        if isinstance(value, list) and value and isinstance(value[0], list):  # itls: a list of floats per request
+            assert all(isinstance(g, float) for gaps in ours[key] for g in gaps), key
+    # the same simulator answered both: the figures are of the same size (vLLM's TTFT and ours, 10 vs 300 requests)
+    assert ours["completed"] == 300 and theirs["completed"] == 10
+    assert 0.2 < ours["mean_tpot_ms"] / theirs["mean_tpot_ms"] < 5
+
+
+def _vllm_missing() -> str | None:
+    from tests.vllm.engine import missing_reason
+
+    return missing_reason()
+
+
+def test_max_errors_stops_a_failing_run_with_the_reason(tmp_path):
+    proc, host = _sim("--fault-rate", "1", "--fault-kinds", "500")
+    summary = tmp_path / "s.json"
+    with proc:
+        run = Proc([LOCUST, "-f", "locustfile.py", "--headless", "-u", "2", "-r", "2", "-t", "60s", "--host", host,
+                    "--max-errors", "5", "--llm-summary-json", str(summary), *LOAD, "StreamingChatUser"],
+                   name="locust")  # fmt: skip
+        rc = run.wait(90)
+    s = json.loads(summary.read_text())
+    assert rc == 1, run.output()[-2000:]  # failed requests: Locust's own exit code
+    stopped = s["run"]["stopped_by"]
+    assert stopped["reason"] == "max_errors" and stopped["limit"] == 5 and stopped["errors"] >= 5
+    assert s["requests"]["failed"] >= 5 and s["requests"]["ok"] == 0
+    assert s["duration_s"] < 30
+    assert "--max-errors 5:" in run.output()
+
+
+def test_budget_split_is_exact():
+    from users.budget import Budget, split
+
+    assert split(300, 2) == [150, 150] and split(7, 3) == [3, 2, 2] and split(1, 3) == [1, 0, 0]
+    assert sum(split(1001, 7)) == 1001
+    done: list[int] = []
+    b = Budget(2, done.append)
+    assert b.claim() and b.claim() and not b.claim()
+    b.finish()
+    assert done == []
+    b.finish()
+    assert done == [2] and b.done
+    assert Budget(0, done.append).done and done == [2, 0]
+
+
+def test_effective_options_mask_secrets():
+    from types import SimpleNamespace
+
+    from telemetry.runrecord import effective_options, parse_cache_config
+
+    o = effective_options(SimpleNamespace(api_key="abc", tokenizer="auto", num_requests=3, api_key_file=None))
+    assert o == {"api_key": "***", "api_key_file": None, "num_requests": 3, "tokenizer": "auto"}
+    page = ('# TYPE vllm:cache_config_info gauge\nvllm:cache_config_info{block_size="64",cache_dtype="fp8",'
+            'enable_prefix_caching="False",gpu_memory_utilization="0.92",num_gpu_blocks="5120",swap_space="4"} 1.0\n')
+    cc = parse_cache_config(page)
+    assert cc == {"block_size": 64, "cache_dtype": "fp8", "num_gpu_blocks": 5120, "gpu_memory_utilization": 0.92,
+                  "enable_prefix_caching": False, "other": {"swap_space": "4"}}  # fmt: skip
+    assert parse_cache_config("vllm:num_requests_running 1\n") is None
