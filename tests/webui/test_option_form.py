@@ -21,7 +21,6 @@ BAD = [
     ("batch_size", "0", "expected"),
     ("request_timeout", "soon", "expected"),
     ("seed", "x1", "expected"),
-    ("think_time", "fixed:abc", "fixed:abc"),
     ("route_table", "a=http://a:8000@0-59,b=http://b:8000@50-99", "bucket 50 is in both 'a' and 'b'"),
     ("shape", "bogus", "'bogus' is not one of none, concurrency-sweep, length-sweep, rate-sweep"),
     ("sweep_users", "1,,x", "expected"),

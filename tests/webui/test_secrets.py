@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import signal
 import time
+import urllib.error
 import urllib.parse
 import urllib.request
 from pathlib import Path
@@ -61,7 +62,10 @@ def test_the_key_reaches_the_server_and_no_output_of_the_run(tmp_path):
         seen["form answer"] = _get(f"{base}/swarm", urllib.parse.urlencode(form).encode())
         time.sleep(3)
         for route in ("/llm/live", "/llm/live.csv", "/llm/metrics", "/llm/report", "/stats/requests", "/"):
-            seen[route] = _get(base + route)
+            try:
+                seen[route] = _get(base + route)
+            except urllib.error.HTTPError as e:
+                raise AssertionError(f"{route}: HTTP {e.code}\n{ui.output()[-3000:]}") from None
         seen["refused form"] = _get(f"{base}/swarm", urllib.parse.urlencode({**form, "input_len": "x"}).encode())
         _get(f"{base}/stop", b"")
         time.sleep(1)
