@@ -7,6 +7,11 @@ contract tests (``tests/contract/``) replay the bodies through the users' SSE pa
 
     .venv/bin/python -m scripts.capture_transcripts                 # starts the tiny model itself
     .venv/bin/python -m scripts.capture_transcripts --url http://127.0.0.1:8000 --model tiny
+    .venv/bin/python -m scripts.capture_transcripts --set reasoning      # only the reasoning-parser cases
+
+The ``reasoning_*`` cases come from a server started with ``--reasoning-parser deepseek_r1`` (R1 as
+served: thinking in ``reasoning_content``/``reasoning``, the answer in ``content``). The tiny model's random
+output may never close ``</think>``: then the whole answer is reasoning, still the real wire format.
 """
 
 from __future__ import annotations
@@ -72,6 +77,21 @@ CASES: dict[str, Case] = {
 }
 
 
+REASONING_PARSER = ("--reasoning-parser", "deepseek_r1")
+"""The extra ``vllm serve`` flags of the reasoning cases."""
+REASONING_CASES: dict[str, Case] = {
+    "reasoning_chat_continuous": Case(
+        "/v1/chat/completions",
+        _chat(stream=True, **_GEN, **_CONTINUOUS),
+        "R1 reasoning parser (deepseek_r1), chat, usage on every chunk",
+    ),
+    "reasoning_chat_whole": Case(
+        "/v1/chat/completions", _chat(stream=False, **_GEN), "R1 reasoning parser (deepseek_r1), chat, not streamed"
+    ),
+}
+SETS = {"plain": (CASES, ()), "reasoning": (REASONING_CASES, REASONING_PARSER)}
+
+
 def capture(url: str, model: str, case: Case) -> tuple[bytes, dict]:
     body = {"model": model, **case.body, **case.extra}
     parsed = urllib.parse.urlsplit(url)
@@ -100,10 +120,10 @@ def server_version(url: str) -> str:
         return "?"
 
 
-def capture_all(url: str, model: str, out: Path) -> None:
+def capture_all(url: str, model: str, out: Path, cases: dict[str, Case] = CASES) -> None:
     out.mkdir(parents=True, exist_ok=True)
     version = server_version(url)
-    for name, case in CASES.items():
+    for name, case in cases.items():
         raw, meta = capture(url, model, case)
         meta["vllm_version"] = version
         (out / f"{name}.txt").write_bytes(raw)
@@ -116,9 +136,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--url", help="a running server; default: start the tiny model (needs make vllm-env)")
     parser.add_argument("--model", default="tiny")
     parser.add_argument("--out", type=Path, default=OUT)
+    parser.add_argument("--set", choices=("all", *SETS), default="all",
+                        help="which cases (reasoning: a server started with --reasoning-parser deepseek_r1)")
     args = parser.parse_args(argv)
+    chosen = list(SETS) if args.set == "all" else [args.set]
     if args.url:
-        capture_all(args.url.rstrip("/"), args.model, args.out)
+        for name in chosen:
+            capture_all(args.url.rstrip("/"), args.model, args.out, SETS[name][0])
         return 0
     if str(ROOT) not in sys.path:
         sys.path.insert(0, str(ROOT))
@@ -130,9 +154,11 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     pool = EnginePool(Path(tempfile.mkdtemp(prefix="capture-")))
     try:
-        server = pool.serve("64M")
-        print(f"vLLM healthy in {server.start_s:.1f} s on {server.url}")
-        capture_all(server.url, args.model, args.out)
+        for name in chosen:
+            cases, extra = SETS[name]
+            server = pool.serve("64M", extra)
+            print(f"vLLM {' '.join(extra)} healthy in {server.start_s:.1f} s on {server.url}")
+            capture_all(server.url, args.model, args.out, cases)
     finally:
         pool.close()
     return 0

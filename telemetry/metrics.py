@@ -180,6 +180,25 @@ CLIENT_METRICS: tuple[ClientMetric, ...] = (
         panel_help="Gap between the first and the second token-bearing chunk (AIPerf's TTST): the first decode "
         "step after prefill, as the client sees it.",
     ),
+    ClientMetric(  # TTFT's buckets and flags; for a model without reasoning it equals TTFT
+        "ttfa", "TTFA", attrgetter("ttfa_s"),
+        prom_name="llm_time_to_first_answer_token_seconds",
+        prom_help="Time to first answer token: the first content after the reasoning (client side; == TTFT "
+        "without reasoning)",
+        bounds=VLLM_TTFT, per_stage=True, stages_csv=("p50", "p99"), live=True, versions=True, distribution=True,
+        report_stage=("p50", "p99"), report_versions=("p50", "p99"), report_card=True, load_chart="TTFT",
+        panel="latency", panel_title="Time to first answer token",
+        panel_help="Client time from t0 to the first answer token (content), after an R1-style model's reasoning "
+        "(reasoning_content / reasoning, or <think>...</think> in content).",
+    ),
+    ClientMetric(
+        "thinking", "thinking span", attrgetter("thinking_s"),
+        prom_name="llm_thinking_span_seconds",
+        prom_help="First answer token minus first reasoning token per request (client side)",
+        bounds=VLLM_REQUEST, per_stage=True, versions=True, distribution=True, report_stage=("p50",),
+        panel="p99", panel_title="Thinking span p99",
+        panel_help="First answer token minus first reasoning token, per request (R1-style reasoning).",
+    ),
     ClientMetric(  # the tokenizer layer of the P99 attribution (telemetry/attribution/decompose.py): before t0
         "prompt_build", "prompt build", attrgetter("prompt_build_s"), per_stage=True, report_stage=("p99",),
     ),

@@ -108,6 +108,14 @@ def add_arguments(parser) -> None:
         help="SLO: TTFT p99 at most MS milliseconds (exit code 3 when crossed)",
     )
     a(
+        "--slo-ttfa-p99-ms",
+        type=milliseconds,
+        metavar="MS",
+        env_var="LOCUST_SLO_TTFA_P99_MS",
+        default=None,
+        help="SLO: time to first answer token (after the reasoning of an R1-style model) p99 at most MS milliseconds",
+    )
+    a(
         "--slo-itl-p95-ms",
         type=milliseconds,
         metavar="MS",

@@ -71,6 +71,8 @@ class Cell:
     """ok requests that met every configured per-request SLO."""
     prompt_tokens: int = 0
     output_tokens: int = 0
+    reasoning_tokens: int = 0
+    """The part of output_tokens that was reasoning (R1-style models)."""
     prompts: int = 0
     """Prompts sent (a batch request carries several)."""
 
@@ -93,6 +95,7 @@ class Cell:
         self.good += other.good
         self.prompt_tokens += other.prompt_tokens
         self.output_tokens += other.output_tokens
+        self.reasoning_tokens += other.reasoning_tokens
         self.prompts += other.prompts
 
     def to_dict(self, key: Key) -> dict:
@@ -104,6 +107,7 @@ class Cell:
             "good": self.good,
             "prompt_tokens": self.prompt_tokens,
             "output_tokens": self.output_tokens,
+            "reasoning_tokens": self.reasoning_tokens,
             "prompts": self.prompts,
             "sketches": {m: s.to_dict() for m, s in self.sketches.items() if s.count},
             "hists": {m: h.to_dict() for m, h in self.hists.items() if h.count},
@@ -126,6 +130,7 @@ class Cell:
         c.good = int(d.get("good", 0))
         c.prompt_tokens = int(d.get("prompt_tokens", 0))
         c.output_tokens = int(d.get("output_tokens", 0))
+        c.reasoning_tokens = int(d.get("reasoning_tokens", 0))
         c.prompts = int(d.get("prompts", 0))
         return (d["user_class"], d["stage"], d.get("version")), c
 
@@ -208,6 +213,7 @@ class Recorder:
         c.outcomes[outcome] += 1
         c.prompt_tokens += int(r.prompt_tokens)
         c.output_tokens += int(r.output_tokens)
+        c.reasoning_tokens += r.reasoning_tokens
         c.prompts += int(r.batch_size)
         self.token_sources[r.token_source] += 1
         if r.token_source == "usage" and r.prompt_tokens_client is not None and r.prompt_tokens > 0:

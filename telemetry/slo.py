@@ -36,6 +36,10 @@ def _ttft_ms(r: GenerationResult) -> float | None:
     return None if r.ttft_s is None else r.ttft_s * 1000.0
 
 
+def _ttfa_ms(r: GenerationResult) -> float | None:
+    return None if r.ttfa_s is None else r.ttfa_s * 1000.0
+
+
 def _itl_p95_ms(r: GenerationResult) -> float | None:
     s = r.itl_samples()
     return float(np.quantile(s, 0.95)) * 1000.0 if s.size else None
@@ -49,6 +53,7 @@ SLO_DEFS: dict[str, SloDef] = {
     d.name: d
     for d in (
         SloDef("ttft_p99_ms", "slo_ttft_p99_ms", "ttft", 0.99, _ttft_ms),
+        SloDef("ttfa_p99_ms", "slo_ttfa_p99_ms", "ttfa", 0.99, _ttfa_ms),
         SloDef("itl_p95_ms", "slo_itl_p95_ms", "itl", 0.95, _itl_p95_ms),
         SloDef("drift_p99_ms", "slo_drift_p99_ms", "decode_span", 0.99, _span_ms),
         SloDef("error_rate", "slo_error_rate", None, None, None),
@@ -59,28 +64,40 @@ PRESETS: dict[str, dict[str, float]] = {
     "seed": {"ttft_p99_ms": 800.0, "itl_p95_ms": 120.0, "drift_p99_ms": 2500.0},
 }
 """``--slo-preset`` values; ``seed`` is the seed article's table in section 2.5."""
+WHEN_REASONING: dict[str, tuple[str, str]] = {"seed": ("ttft_p99_ms", "ttfa_p99_ms")}
+"""A preset's threshold that also applies to another objective when the model reasons: the seed's TTFB
+(TTFT) threshold bounds the time to the first ANSWER token of an R1-style model too."""
 
 
 class SloSet:
     """The configured thresholds (name -> value); empty when no SLO was asked for."""
 
-    def __init__(self, thresholds: dict[str, float] | None = None) -> None:
+    def __init__(self, thresholds: dict[str, float] | None = None, when_reasoning: set[str] | None = None) -> None:
         unknown = set(thresholds or {}) - set(SLO_DEFS)
         if unknown:
             raise ValueError(f"unknown SLO names {sorted(unknown)}; known: {sorted(SLO_DEFS)}")
         self.thresholds = dict(thresholds or {})
+        self.when_reasoning = frozenset(when_reasoning or ())
+        """Objectives that apply only when the model reasons (a request with reasoning; a run with a thinking
+        span): the seed preset's TTFA."""
 
     @classmethod
     def from_options(cls, options) -> SloSet:
         thresholds: dict[str, float] = {}
+        reasoning: set[str] = set()
         preset = getattr(options, "slo_preset", None)
         if preset:
             thresholds.update(PRESETS[preset])
+            if preset in WHEN_REASONING:
+                src, dst = WHEN_REASONING[preset]
+                thresholds[dst] = thresholds[src]
+                reasoning.add(dst)
         for d in SLO_DEFS.values():
             value = getattr(options, d.option, None)
             if value not in (None, ""):  # the web UI's form hands over strings, '' for an empty field
                 thresholds[d.name] = float(value)
-        return cls(thresholds)
+                reasoning.discard(d.name)
+        return cls(thresholds, reasoning)
 
     def __bool__(self) -> bool:
         return bool(self.thresholds)
@@ -91,7 +108,7 @@ class SloSet:
             return False
         for name, threshold in self.thresholds.items():
             fn = SLO_DEFS[name].request_value
-            if fn is None:
+            if fn is None or (name in self.when_reasoning and r.t_reasoning is None):
                 continue
             value = fn(r)
             if value is not None and value > threshold:
@@ -101,8 +118,11 @@ class SloSet:
     def evaluate(self, sketches: dict[str, LogSketch], error_rate: float) -> list[dict]:
         """One ``{"name", "threshold", "value", "passed"}`` per configured objective, from merged state."""
         checks = []
+        reasons = bool(sketches["thinking"].count) if "thinking" in sketches else False
         for name, threshold in self.thresholds.items():
             d = SLO_DEFS[name]
+            if name in self.when_reasoning and not reasons:
+                continue
             if d.metric is None:
                 value: float | None = error_rate
             else:

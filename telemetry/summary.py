@@ -205,6 +205,8 @@ def build_summary(view: RunView, hooks: SummaryHooks | None = None) -> dict:
         "tokens": {
             "prompt": sum(c.prompt_tokens for c in cells),
             "output": sum(c.output_tokens for c in cells),
+            "reasoning": sum(c.reasoning_tokens for c in cells),
+            "answer": sum(c.output_tokens - c.reasoning_tokens for c in cells),
             "output_per_s": sum(c.output_tokens for c in cells) / duration if duration > 0 else None,
             "source": "tokenizer" if sources.get("tokenizer", 0) > sources.get("usage", 0) else "usage",
             "source_counts": dict(sources),

@@ -326,12 +326,15 @@ def _stream_result(call, tally: StreamTally, t0, t_sent, t_end, wall, count_text
         output_tokens=output,
         prompt_tokens=tally.prompt_tokens if tally.prompt_tokens is not None else call.prompt_tokens_client,
         token_source=source,
+        t_reasoning=tally.t_reason,
+        t_answer=tally.t_answer,
+        reasoning_tokens=min(tally.reasoning_tokens(count_text), output),
         **_base(call, t0, t_sent, wall),
     )
 
 
 def _whole_result(call, raw: bytes, t0, t_sent, t_end, wall, count_text) -> GenerationResult:
-    output, prompt, source = call.answer.parse_whole(raw, count_text)
+    output, prompt, source, reasoning = call.answer.parse_whole(raw, count_text)
     if output <= 0:
         raise LLMError("empty", "the response carried no token")
     return GenerationResult(
@@ -342,5 +345,6 @@ def _whole_result(call, raw: bytes, t0, t_sent, t_end, wall, count_text) -> Gene
         output_tokens=int(output),
         prompt_tokens=int(prompt) if prompt is not None else call.prompt_tokens_client,
         token_source=source,
+        reasoning_tokens=min(int(reasoning), int(output)),
         **_base(call, t0, t_sent, wall),
     )

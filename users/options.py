@@ -16,7 +16,7 @@ from pathlib import Path
 from workload.argtypes import length_spec, non_negative_int, positive_int, seconds, seed
 from workload.datasets import load_prompt_file
 from workload.routing import ROUTE_TABLE_FORM, RouteTable
-from workload.tokenizers import DEFAULT_TOKENIZER, TokenizerNotFound, load_tokenizer
+from workload.tokenizers import AUTO, DEFAULT_TOKENIZER, MODEL_TOKENIZERS, TokenizerNotFound, load_tokenizer
 
 INPUT_LEN_DEFAULT = "fixed:512"
 """--input-len: the seed's 512 tokens in."""
@@ -30,6 +30,8 @@ REQUEST_TIMEOUT_DEFAULT = 300.0
 """--request-timeout: seconds without a byte before a request fails as 'timeout'."""
 SEED_DEFAULT = 0
 """--seed: each worker draws with seed + worker index."""
+TOKENIZER_DEFAULT = AUTO
+"""--tokenizer: the served model's (workload.tokenizers.choose_tokenizer), DEFAULT_TOKENIZER for an unknown one."""
 
 NUM_REQUESTS_DEFAULT = 0
 """--num-requests: no request budget (the run ends on time or by its shape)."""
@@ -37,6 +39,8 @@ MAX_ERRORS_DEFAULT = 0
 """--max-errors: never stop for errors."""
 
 def tokenizer_name(value: str) -> str:
+    if value == AUTO:
+        return value
     try:
         load_tokenizer(value)
     except (TokenizerNotFound, OSError, ValueError) as e:
@@ -136,10 +140,12 @@ def add_arguments(parser) -> None:
     add(
         "--tokenizer",
         type=tokenizer_name,
-        default=DEFAULT_TOKENIZER,
+        default=TOKENIZER_DEFAULT,
         env_var="LOCUST_TOKENIZER",
-        help="Tokenizer for prompts and counts: a path to tokenizer.json (or its folder) or deepseek-v2, "
-        "deepseek-v3, deepseek-v4, r1-distill-llama, qwen2.5",
+        help=f"Tokenizer for prompts and counts: {AUTO} (default: the served model's, e.g. DeepSeek-V2-Lite -> "
+        f"deepseek-v2; {DEFAULT_TOKENIZER} with a warning for an unknown model), a path to tokenizer.json or a "
+        f"model folder, a Hugging Face id (loaded by transformers; the hub only without HF_HUB_OFFLINE=1) or one "
+        f"of {', '.join(sorted({DEFAULT_TOKENIZER, *(n for _p, n in MODEL_TOKENIZERS)}))}",
     )
     add(
         "--prompt-file",

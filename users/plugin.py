@@ -2,8 +2,10 @@
 
 Creates ``environment.llm_inflight`` and, at every ``test_start`` on a process that runs users (local
 or worker, not the master), ``environment.llm_users`` (:class:`~users.settings.RunSettings`): options
-parsed, the model resolved once per process from ``GET /v1/models`` unless ``--model`` names it, and
-the client/server prompt-token counts compared through ``/tokenize`` (:mod:`users.align`).
+parsed, the model resolved once per process from ``GET /v1/models`` unless ``--model`` names it, the
+tokenizer chosen for it (``--tokenizer auto``: :func:`workload.tokenizers.choose_tokenizer`; logged, and the
+summary's ``tokenizer`` section names it with its hash), and the client/server prompt-token counts compared
+through ``/tokenize`` (:mod:`users.align`).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from users.server_info import ServerUnreachable, first_model, json_poster
 from users.settings import RunSettings
 from users.watchdog import StallWatch
 from workload.prompts import SyntheticPrompts
+from workload.tokenizers import AUTO, Chosen, choose_tokenizer
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +51,7 @@ class UsersPlugin:
 
     def _on_test_start(self, environment, **_kw) -> None:
         if isinstance(environment.runner, MasterRunner):
+            self._master_tokenizer(environment)
             return
         try:
             settings = RunSettings.from_options(
@@ -69,11 +73,43 @@ class UsersPlugin:
             return
         if settings.model is None:
             settings.model = self._model(host, settings.headers(False))
+        self._use(environment, choose_tokenizer(self._option(environment), settings.model))
+        settings.use_tokenizer(environment.llm_tokenizer.name)
         post = json_poster(host, settings.headers(False))
         for chat in (True, False):
             source = settings.source(chat)
             if isinstance(source, SyntheticPrompts):
                 check(post, source, settings.rng, settings.model, settings.align_prompts)
+
+    @staticmethod
+    def _option(environment) -> str:
+        return str(getattr(environment.parsed_options, "tokenizer", None) or AUTO)
+
+    def _use(self, environment, chosen: Chosen) -> None:
+        """Say which tokenizer counts (a warning for a fallback) and name it in the summary."""
+        if environment.__dict__.get("llm_tokenizer") != chosen:
+            if chosen.warning:
+                log.warning("LLM users: %s", chosen.warning)
+            why = {"option": "--tokenizer", "model": f"for the served model {chosen.model!r}",
+                   "hub": f"Hugging Face {chosen.model!r}", "fallback": "fallback"}[chosen.source]
+            log.info("LLM users: tokenizer %s (%s), sha256 %s", chosen.name, why, chosen.hash[:16])
+        environment.llm_tokenizer = chosen
+        telemetry = getattr(environment, "llm_telemetry", None)
+        if telemetry is not None:
+            telemetry.hooks.add_section("tokenizer", lambda _view, _summary: chosen.record())
+
+    def _master_tokenizer(self, environment) -> None:
+        """The master runs no users but writes the summary: it makes the same choice as the workers (the same
+        model look-up; a worker's own choice is logged on the worker)."""
+        option = self._option(environment)
+        model = getattr(environment.parsed_options, "model", None) or None
+        if option == AUTO and model is None and environment.host:
+            try:
+                settings = RunSettings.from_options(environment.parsed_options)
+            except ValueError:
+                return
+            model = self._model(environment.host, settings.headers(False))
+        self._use(environment, choose_tokenizer(option, model))
 
     def _model(self, host: str, headers: dict[str, str]) -> str | None:
         if host not in self._models:

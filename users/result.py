@@ -4,7 +4,8 @@ A user builds exactly one :class:`GenerationResult` per LLM request and hands it
 nothing downstream re-reads the stream. All times are ``time.perf_counter()`` seconds.
 
     r = GenerationResult(..., chunk_times=np.array([...]), chunk_tokens=np.array([...]))
-    r.ttft_s, r.ttst_s, r.ttfa_s, r.thinking_s, r.e2e_s, r.tpot_s, r.decode_span_s, r.itl_samples(), r.inter_chunk_samples()
+    r.ttft_s, r.ttst_s, r.ttfa_s, r.thinking_s, r.e2e_s, r.tpot_s, r.decode_span_s
+    r.itl_samples(), r.inter_chunk_samples(), r.reasoning_tokens, r.answer_tokens
 """
 
 from __future__ import annotations

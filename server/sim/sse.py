@@ -30,9 +30,9 @@ def usage_bytes(prompt: int, completion: int) -> bytes:
 class Frames:
     """Byte templates for one streamed response."""
 
-    __slots__ = ("kind", "head", "open", "tails", "object_head")
+    __slots__ = ("kind", "head", "open", "tails", "object_head", "reasoning_open", "both")
 
-    def __init__(self, kind: str, rid: str, created: int, model: str):
+    def __init__(self, kind: str, rid: str, created: int, model: str, reasoning_field: str = "reasoning_content"):
         obj = KINDS[kind][0]
         meta = orjson.dumps({"id": rid, "object": obj, "created": created, "model": model})[:-1]
         self.kind = kind
@@ -47,6 +47,8 @@ class Frames:
             }
         else:
             self.open = b',"delta":{"content":"'
+            self.reasoning_open = b',"delta":{"' + reasoning_field.encode() + b'":"'
+            self.both = b'","content":"'
             self.tails = {
                 None: b'"},"logprobs":null,"finish_reason":null}]',
                 "length": b'"},"logprobs":null,"finish_reason":"length","stop_reason":null}]',
@@ -55,6 +57,10 @@ class Frames:
 
     def choice_prefix(self, index: int) -> bytes:
         return self.head + b"%d" % index + self.open
+
+    def reasoning_prefix(self, index: int) -> bytes:
+        """A chat chunk whose delta carries reasoning (vLLM's reasoning parser): ``{"reasoning_content":"``."""
+        return self.head + b"%d" % index + self.reasoning_open
 
     def token(self, prefix: bytes, text: bytes, finish: str | None, usage: bytes | None = None) -> bytes:
         if usage is None:

@@ -35,7 +35,8 @@ def overview(s: Mapping) -> str:
     cards = [
         ("requests", f"{num(req.get('total'))}", f"{num(req.get('ok'))} ok · {num(req.get('failed'))} failed"),
         ("output tokens/s", num(tok.get("output_per_s")),
-         f"{num(tok.get('output'))} tokens ({tok.get('source', '?')})"),
+         f"{num(tok.get('output'))} tokens ({tok.get('source', '?')})"
+         + (f"; {num(tok['reasoning'])} reasoning, {num(tok.get('answer'))} answer" if tok.get("reasoning") else "")),
         *((f"{m.label} p99", f"{ms(qv(s.get(m.summary_key), 'p99'))} ms",
            f"p50 {ms(qv(s.get(m.summary_key), 'p50'))} ms") for m in having("report_card")),
         ("goodput", f"{num(s.get('goodput_rps'), 2)} req/s", "requests/s meeting every SLO"),

@@ -30,8 +30,10 @@ def make_result(
     tail: float = 0.001,
     end: float | None = None,
     prompt_build: float | None = 0.0005,
+    reasoning_chunks: int = 0,
 ) -> GenerationResult:
-    """A request whose first token came ``ttft`` after t0 and whose chunks came ``itl`` apart."""
+    """A request whose first token came ``ttft`` after t0 and whose chunks came ``itl`` apart; with
+    ``reasoning_chunks`` its first that many chunks are reasoning (R1), the answer starts at the next."""
     if chunk_tokens is None:
         chunk_tokens = np.ones(tokens, dtype=np.int64)
     chunk_tokens = np.asarray(chunk_tokens, dtype=np.int64)
@@ -41,6 +43,8 @@ def make_result(
     e2e = (rel[-1] if n else ttft) + tail
     t_end = time.perf_counter() if end is None else end
     t0 = t_end - e2e
+    r = min(reasoning_chunks, n)
+    answered = ok and r < n
     return GenerationResult(
         user_class=user_class, name="POST /v1/chat/completions [stream]", stage=stage, ok=ok,
         error_kind=error_kind, error_message=None if ok else error_kind, t0=t0, t_sent=t0 + queue, t_end=t_end,
@@ -48,4 +52,6 @@ def make_result(
         output_tokens=int(chunk_tokens.sum()) if ok else 0, prompt_tokens=prompt_tokens,
         token_source=token_source, prompt_tokens_client=prompt_tokens_client, version=version,
         wall_start=time.time() - e2e, prompt_build_s=prompt_build,
+        t_reasoning=float(t0 + rel[0]) if ok and r else None, t_answer=float(t0 + rel[r]) if answered else None,
+        reasoning_tokens=int(chunk_tokens[:r].sum()) if ok else 0,
     )  # fmt: skip

@@ -88,7 +88,7 @@ def run(tmp_path_factory):
         for i in range(30):
             fire(env, make_result(ttft=0.1 + 0.01 * i, itl=rng.uniform(0.01, 0.03, 11), tokens=12, stage=name,
                                   chunk_tokens=rng.integers(1, 3, 12) if i % 2 else None, queue=0.002,
-                                  version=VERSIONS[i % 2]))  # fmt: skip
+                                  version=VERSIONS[i % 2], reasoning_chunks=4 if i % 3 == 0 else 0))  # fmt: skip
     role.pump_local()
     summary = hub.summary()
     stats, stages = write_csv(summary, str(tmp / "run"))

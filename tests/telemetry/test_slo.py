@@ -15,7 +15,8 @@ from tests.telemetry.synthetic import make_result
 
 def test_preset_seed_and_explicit_override():
     s = SloSet.from_options(options(slo_preset="seed"))
-    assert s.thresholds == {"ttft_p99_ms": 800.0, "itl_p95_ms": 120.0, "drift_p99_ms": 2500.0}
+    assert s.thresholds == {"ttft_p99_ms": 800.0, "itl_p95_ms": 120.0, "drift_p99_ms": 2500.0, "ttfa_p99_ms": 800.0}
+    assert s.when_reasoning == {"ttfa_p99_ms"}  # the TTFB threshold bounds TTFA when the model reasons
     s = SloSet.from_options(options(slo_preset="seed", slo_ttft_p99_ms=300.0, slo_error_rate=0.01))
     assert s.thresholds["ttft_p99_ms"] == 300.0 and s.thresholds["error_rate"] == 0.01
     assert not SloSet.from_options(options())

@@ -10,7 +10,7 @@ import pytest
 
 from shapes.stage import Stage
 from telemetry.exporter import Exporter
-from telemetry.metrics import BY_KEY
+from telemetry.metrics import BY_KEY, CLIENT_METRICS
 from telemetry.report import render
 from telemetry.sinks import console_table, write_csv
 from tests.support import ROOT
@@ -61,7 +61,11 @@ def test_console_and_csv(run):
     assert int(stats[("b", "ttst")]["count"]) == 10
     b = run["stages"][1]
     assert float(b["ttst_p50_ms"]) == pytest.approx(100.0, rel=0.01) and float(b["ttst_p99_ms"]) > 0
-    assert list(run["stages"][0])[-2:] == ["ttst_p50_ms", "ttst_p99_ms"]  # appended: older columns keep their place
+    cols = list(run["stages"][0])  # appended: older columns keep their place, later metrics' columns follow
+    i = cols.index("ttst_p50_ms")
+    later = CLIENT_METRICS[CLIENT_METRICS.index(BY_KEY["ttst"]) + 1 :]
+    assert cols[i + 1] == "ttst_p99_ms"
+    assert set(cols[i + 2 :]) <= {f"{m.key}_{q}_ms" for m in later for q in m.stages_csv}
 
 
 def test_exporter_histogram_on_itl_buckets(run):

@@ -31,6 +31,8 @@ class Whole(NamedTuple):
     """None: the answer did not say (the client's count is used)."""
     token_source: str
     """``usage`` (the server's count) or ``tokenizer`` (counted on the client)."""
+    reasoning_tokens: int = 0
+    """Output tokens of the reasoning (0 without)."""
 
 
 class Answer(ABC):

@@ -41,11 +41,39 @@ class OpenAIAnswer(Answer):
         usage = obj.get("usage") or {}
         output = usage.get("completion_tokens")
         source = "usage"
+        parts = [_sides(c) for c in choices]
         if output is None:
-            texts = [c.get("text") or (c.get("message") or {}).get("content") or "" for c in choices]
-            output = sum(count_text(t) for t in texts) if count_text else 0
+            output = sum(count_text(r) + count_text(a) for r, a in parts) if count_text else 0
             source = "tokenizer"
-        return Whole(output, usage.get("prompt_tokens"), source)
+        return Whole(output, usage.get("prompt_tokens"), source, _reasoning_tokens(parts, output, count_text))
+
+
+def _sides(choice: dict) -> tuple[str, str]:
+    """(reasoning text, answer text) of one choice: the message's ``reasoning_content`` / ``reasoning``, or
+    its content (the completion's text) split at ``</think>`` when it opens with ``<think>``."""
+    msg = choice.get("message") or {}
+    text = choice.get("text") or msg.get("content") or ""
+    reasoning = msg.get("reasoning_content") or msg.get("reasoning") or ""
+    if not reasoning and text.lstrip().startswith("<think>"):
+        end = text.find("</think>")
+        if end < 0:
+            return text, ""
+        return text[: end + 8], text[end + 8 :]
+    return reasoning, text
+
+
+def _reasoning_tokens(parts: list[tuple[str, str]], output: int, count_text: Callable[[str], int] | None) -> int:
+    """Output tokens of the reasoning: all of them when no choice has answer text (vLLM 0.32's
+    ``completion_tokens_details.reasoning_tokens`` says 0 there: not used); else the reasoning text counted by
+    ``count_text`` (without it, a share of ``output`` by characters)."""
+    if not any(r for r, _a in parts):
+        return 0
+    if not any(a.strip() for _r, a in parts):
+        return output
+    if count_text is not None:
+        return min(sum(count_text(r) for r, _a in parts if r), output)
+    chars_r, chars = sum(len(r) for r, _a in parts), sum(len(r) + len(a) for r, a in parts)
+    return round(output * chars_r / chars)
 
 
 OPENAI = OpenAIAnswer()
