@@ -49,8 +49,9 @@ class SummaryHooks:
             deliver_to(getattr(fn, "__qualname__", repr(fn)), fn)
 
     def fill(self, view: RunView, summary: dict) -> None:
-        """Run every section into ``summary`` in registration order."""
-        for name, fn in self.sections.items():
+        """Run every section into ``summary`` in registration order (over a copy: a section registered while a
+        summary is being built — a test starting while the web UI's live charts read one — waits for the next)."""
+        for name, fn in list(self.sections.items()):
             try:
                 summary[name] = fn(view, summary)
             except Exception as e:  # a broken provider must not lose the rest of the summary

@@ -41,6 +41,10 @@ INDEX_ENDPOINT = "locust.index"
 POLL_MS = 2000
 CACHE_S = 1.0
 """Several viewers polling within this many seconds share one summary."""
+SETTLE_S = 4.0
+"""While the run goes, windows ending less than this long ago are not drawn: a request is counted when it ends and
+reaches the merged store up to a report later (1 s locally, 3 s from a worker), so the newest windows would read
+low and the lines would dip at their right end."""
 
 FIGURES: tuple[tuple[str, Callable[[Mapping], str | list[str]]], ...] = (
     ("latency", latency_timeline),
@@ -119,6 +123,16 @@ COCKPIT_JS = """(function () {
 """
 
 
+def settled(summary: Mapping, final: bool) -> Mapping:
+    """``summary`` with the client windows that may still be filling left out (none after the run: ``final``)."""
+    ts = summary.get("timeseries")
+    if final or not isinstance(ts, Mapping) or not isinstance(summary.get("duration_s"), int | float):
+        return summary
+    cut = summary["duration_s"] - SETTLE_S
+    client = [w for w in ts.get("client") or [] if isinstance(w, Mapping) and w.get("end_s", cut + 1) <= cut]
+    return {**summary, "timeseries": {**ts, "client": client}}
+
+
 def _card(key: str, value: str, sub: str = "") -> str:
     return (f'<div class="card" data-key="{escape(key)}"><div class="k">{escape(key)}</div>'
             f'<div class="v">{escape(value)}</div><div class="s">{escape(sub)}</div></div>')  # fmt: skip
@@ -183,7 +197,8 @@ class ChartsPage:
             return self._cache[1]
         env = self.environment
         hub = env.llm_telemetry
-        summary = hub.final_summary or hub.summary()
+        final = hub.final_summary
+        summary = final or hub.summary()
         live = hub.live() or {}
         shape = getattr(env, "shape_class", None)
         progress = shape.progress() if callable(getattr(shape, "progress", None)) else None
@@ -191,8 +206,9 @@ class ChartsPage:
         view = stage_view(progress, live, summary, getattr(runner, "user_count", None),
                           getattr(runner, "state", None))  # fmt: skip
         figures = []
+        drawing = settled(summary, final is not None)
         for fid, draw in FIGURES:
-            drawn = draw(summary)
+            drawn = draw(drawing)
             for i, svg in enumerate([drawn] if isinstance(drawn, str) else drawn):
                 if svg:
                     figures.append({"id": f"{fid}-{i}" if not isinstance(drawn, str) else fid, "svg": svg})

@@ -133,3 +133,14 @@ def test_sweep_progress_says_the_phase_and_the_time_left():
     clock.t += 3
     p = shape.progress()
     assert p["phase"] == "hold" and p["phase_s"] == 3 and p["left_s"] == 7 and p["phase_len_s"] == 10
+
+
+def test_windows_still_filling_are_not_drawn_while_the_run_goes():
+    from webui.charts import SETTLE_S, settled
+
+    windows = [{"start_s": float(i), "end_s": float(i + 1)} for i in range(10)]
+    s = {"duration_s": 10.0, "timeseries": {"window_s": 1.0, "client": windows, "server": [{"t": 9.5}]}}
+    live = settled(s, final=False)["timeseries"]
+    assert [w["end_s"] for w in live["client"]] == [float(e) for e in range(1, int(10 - SETTLE_S) + 1)]
+    assert live["server"] == [{"t": 9.5}] and s["timeseries"]["client"] == windows  # a copy; the scrapes stay
+    assert settled(s, final=True) is s  # after the run: every window
