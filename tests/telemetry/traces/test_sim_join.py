@@ -106,8 +106,8 @@ def _all_joined(s: dict) -> dict:
 
 
 def test_batch_cap_tail_is_queue_and_every_request_joins(tmp_path):
-    # from second 4 on the sim runs one sequence at a time: the 8 users queue behind it
-    s = _run(tmp_path, ["--batch-cap-at", "4:1"], ["-u", "8", "-r", "8", "-t", "10s"])
+    # from second 3 on the sim runs one sequence at a time: the 8 users queue behind it
+    s = _run(tmp_path, ["--batch-cap-at", "3:1"], ["-u", "8", "-r", "8", "-t", "7s"])
     t = _all_joined(s)
     tail = t["tail"]["ttft"]
     assert tail["dominant"] == "queue", tail
