@@ -229,7 +229,7 @@ class RunRecorder:
             "stages": [st.name for st, _a, _b in view.stage_spans()],
             "seed": seed,
             "worker_seeds": [seed + i for i in range(workers)] if isinstance(seed, int) else [],
-            "tokenizer": {"name": tok.name, "hash": tok.hash} if tok is not None else None,
+            "tokenizer": tok.record() if tok is not None else None,  # users/plugin.py: workload.tokenizers.Chosen
             "stopped_by": stopped,
             "options": effective_options(options),
         }

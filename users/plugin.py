@@ -3,9 +3,9 @@
 Creates ``environment.llm_inflight`` and, at every ``test_start`` on a process that runs users (local
 or worker, not the master), ``environment.llm_users`` (:class:`~users.settings.RunSettings`): options
 parsed, the model resolved once per process from ``GET /v1/models`` unless ``--model`` names it, the
-tokenizer chosen for it (``--tokenizer auto``: :func:`workload.tokenizers.choose_tokenizer`; logged, and the
-summary's ``tokenizer`` section names it with its hash), and the client/server prompt-token counts compared
-through ``/tokenize`` (:mod:`users.align`).
+tokenizer chosen for it (``--tokenizer auto``: :func:`workload.tokenizers.choose_tokenizer`; logged, and kept
+as ``environment.llm_tokenizer`` for the summary's ``run.tokenizer``: name, hash, source, model), and the
+client/server prompt-token counts compared through ``/tokenize`` (:mod:`users.align`).
 """
 
 from __future__ import annotations
@@ -86,17 +86,14 @@ class UsersPlugin:
         return str(getattr(environment.parsed_options, "tokenizer", None) or AUTO)
 
     def _use(self, environment, chosen: Chosen) -> None:
-        """Say which tokenizer counts (a warning for a fallback) and name it in the summary."""
+        """Say which tokenizer counts (a warning for a fallback) and keep it for the run record."""
         if environment.__dict__.get("llm_tokenizer") != chosen:
             if chosen.warning:
                 log.warning("LLM users: %s", chosen.warning)
             why = {"option": "--tokenizer", "model": f"for the served model {chosen.model!r}",
                    "hub": f"Hugging Face {chosen.model!r}", "fallback": "fallback"}[chosen.source]
             log.info("LLM users: tokenizer %s (%s), sha256 %s", chosen.name, why, chosen.hash[:16])
-        environment.llm_tokenizer = chosen
-        telemetry = getattr(environment, "llm_telemetry", None)
-        if telemetry is not None:
-            telemetry.hooks.add_section("tokenizer", lambda _view, _summary: chosen.record())
+        environment.llm_tokenizer = chosen  # the summary's run.tokenizer (telemetry/runrecord.py)
 
     def _master_tokenizer(self, environment) -> None:
         """The master runs no users but writes the summary: it makes the same choice as the workers (the same

@@ -16,6 +16,7 @@ import pytest
 from telemetry.requestlog import read_records
 from tests.requires import VLLM, require
 from tests.support import LOCUST, PY, ROOT, Proc, free_port, wait_http
+from workload.tokenizers import tokenizer_hash
 
 pytestmark = pytest.mark.slow
 
@@ -84,7 +85,7 @@ def test_summary_is_schema_2_with_the_run_record_and_the_server_environment(budg
     assert [c["name"] for c in run["user_classes"]] == ["StreamingChatUser"]
     assert run["tool"]["commit"] and len(run["tool"]["commit"]) == 40
     assert run["started_utc"] < run["ended_utc"] and run["locust"] and run["hosts"]
-    assert run["tokenizer"]["hash"] == s["tokenizer"]["hash"]
+    assert run["tokenizer"]["hash"] == tokenizer_hash(run["tokenizer"]["name"]) and run["tokenizer"]["source"]
     env = s["server_env"]
     assert env["version"] == "server.sim" and env["model"] == s["model"] and env["max_model_len"] > 0
     assert env["cache_config"]["block_size"] == BLOCK_SIZE and env["errors"] == {}

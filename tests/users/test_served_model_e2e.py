@@ -40,12 +40,13 @@ def test_auto_tokenizer_follows_the_served_model(tmp_path, model, bundled):
                          tmp_path)  # fmt: skip
     assert run.summary is not None, run.output[-3000:]
     s = run.summary
-    assert s["tokenizer"] == {"name": bundled, "hash": tokenizer_hash(bundled), "source": "model", "model": model}
+    assert s["run"]["tokenizer"] == {"name": bundled, "hash": tokenizer_hash(bundled), "source": "model",
+                                     "model": model}
     assert f"tokenizer {bundled} (for the served model '{model}'), sha256 {tokenizer_hash(bundled)[:16]}" in run.output
     assert "has no bundled tokenizer" not in run.output and "prompt token mismatch" not in run.output
     assert s["requests"]["ok"] >= 4 and s["requests"]["failed"] == 0
     assert s["tokens"]["prompt_mismatch_ratio"] == 0.0
-    print(f"{model}: tokenizer {s['tokenizer']['name']} {s['tokenizer']['hash'][:16]}, "
+    print(f"{model}: tokenizer {s['run']['tokenizer']['name']} {s['run']['tokenizer']['hash'][:16]}, "
           f"{s['tokens']['prompt']} prompt tokens, mismatch {s['tokens']['prompt_mismatch_ratio']}")
 
 
@@ -100,7 +101,7 @@ def test_reasoning_split_ttfa_and_tokens(tmp_path, field):
     assert s is not None, run.output[-3000:]
     ok = s["requests"]["ok"]
     assert ok >= 4 and s["requests"]["failed"] == 0, s["requests"]
-    assert s["tokenizer"]["name"] == "deepseek-r1" and s["tokens"]["prompt_mismatch_ratio"] == 0.0
+    assert s["run"]["tokenizer"]["name"] == "deepseek-r1" and s["tokens"]["prompt_mismatch_ratio"] == 0.0
     # tokens: exactly 200 reasoning per request, the rest answer
     assert s["tokens"]["output"] == OUTPUT * ok
     assert s["tokens"]["reasoning"] == REASONING * ok
