@@ -63,6 +63,7 @@ bench: install
 	$(BIN)/python -m bench.client_cost
 	$(BIN)/python -m bench.sim_speed
 	$(BIN)/python -m bench.recorder_memory
+	$(BIN)/python -m bench.long_prompt
 
 clean:
 	rm -rf results .pytest_cache

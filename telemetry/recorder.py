@@ -171,6 +171,29 @@ class Slot:
 
 
 @dataclass
+class TurnStats:
+    """One turn index of the conversations (``--turns``): requests, ok requests' TTFT, their prompt tokens."""
+
+    requests: int = 0
+    ok: int = 0
+    prompt_tokens: int = 0
+    """Prompt tokens of the ok requests (the server's count when it sent usage)."""
+    ttft: LogSketch = field(default_factory=LogSketch)
+
+    def to_dict(self) -> dict:
+        return {"requests": self.requests, "ok": self.ok, "prompt_tokens": self.prompt_tokens,
+                "ttft": self.ttft.to_dict()}  # fmt: skip
+
+    def merge(self, d: dict | TurnStats) -> None:
+        if isinstance(d, TurnStats):
+            d = d.to_dict()
+        self.requests += int(d["requests"])
+        self.ok += int(d["ok"])
+        self.prompt_tokens += int(d["prompt_tokens"])
+        self.ttft.merge(LogSketch.from_dict(d["ttft"]))
+
+
+@dataclass
 class KvFill:
     """Client-side KV block fill samples of one stage: sum of per-sample ratios and their number."""
 
@@ -196,6 +219,8 @@ class Recorder:
         self.mismatch_server = 0
         """Sum of server prompt counts over the same requests."""
         self.kv_fill: dict[str, KvFill] = {}
+        self.turns: dict[tuple[str, int], TurnStats] = {}
+        """Per (stage, turn index) of the conversations (``--turns``); empty without conversations."""
         self.kv_last: tuple[int, int] | None = None
         """(used slots, allocated slots) of the latest in-flight snapshot."""
 
@@ -220,6 +245,8 @@ class Recorder:
             self.mismatch_abs += abs(int(r.prompt_tokens_client) - int(r.prompt_tokens))
             self.mismatch_server += int(r.prompt_tokens)
 
+        if r.turn is not None:
+            self._turn(r)
         slot = self._slot(self._wall(r.t_end))
         slot.requests += 1
         slot.output_tokens += int(r.output_tokens)
@@ -256,6 +283,17 @@ class Recorder:
                     seg_slot.sketches[key].add_many(seg)
             else:
                 self._add_windowed(key, sk[key], v, at(r, v))
+
+    def _turn(self, r: GenerationResult) -> None:
+        t = self.turns.get((r.stage, r.turn))
+        if t is None:
+            t = self.turns[(r.stage, r.turn)] = TurnStats()
+        t.requests += 1
+        if r.ok:
+            t.ok += 1
+            t.prompt_tokens += int(r.prompt_tokens)
+            if (ttft := r.ttft_s) is not None:
+                t.ttft.add(ttft)
 
     def _add_windowed(self, key: str, sketch: LogSketch, values: np.ndarray, perf_times: np.ndarray) -> None:
         """Samples of metric ``key`` (all > 0, ``perf_times`` sorted): take the logs once; bin for the cell's
@@ -326,6 +364,7 @@ class Recorder:
             "mismatch": [self.mismatch_abs, self.mismatch_server],
             "kv_fill": {st: [f.ratio_sum, f.samples] for st, f in self.kv_fill.items()},
             "kv_last": list(self.kv_last) if self.kv_last is not None else None,
+            "turns": [[st, i, t.to_dict()] for (st, i), t in self.turns.items()],
         }
 
     def take(self) -> dict:
@@ -356,6 +395,8 @@ class Recorder:
             f = self.kv_fill.setdefault(st, KvFill())
             f.ratio_sum += float(ratio_sum)
             f.samples += int(n)
+        for st, i, td in d.get("turns", ()):
+            self.turns.setdefault((str(st), int(i)), TurnStats()).merge(td)
 
     # ---- queries (used on the merged store) --------------------------------------------------------
     def select(self, **match) -> list[Cell]:

@@ -14,7 +14,7 @@ import numpy as np
 
 from telemetry.hooks import SummaryHooks
 from telemetry.metrics import having
-from telemetry.recorder import FINE_METRICS, Cell, Recorder
+from telemetry.recorder import FINE_METRICS, Cell, Recorder, TurnStats
 from telemetry.sketch import LogSketch
 from telemetry.view import RunView
 
@@ -79,6 +79,8 @@ def _stage_entry(view: RunView, stage, start_s: float, end_s: float) -> dict:
     users = stage.users if stage.users is not None else getattr(options, "num_users", None)
     input_len = stage.input_len if stage.input_len is not None else getattr(options, "input_len", None)
     preempt = _counter_delta(series, "preemptions_total", start_s, end_s)
+    queries = _counter_delta(series, "prefix_cache_queries_total", start_s, end_s)
+    hits = _counter_delta(series, "prefix_cache_hits_total", start_s, end_s)
     return {
         "name": stage.name,
         "users": users,
@@ -95,7 +97,22 @@ def _stage_entry(view: RunView, stage, start_s: float, end_s: float) -> dict:
         "server_kv_usage_mean": _mean(kv_usage),
         "server_kv_usage_max": max(kv_usage) if kv_usage else None,
         "preemptions": int(preempt) if preempt is not None else None,
+        "prefix_cache_hit_rate": hits / queries if queries and hits is not None else None,
     }
+
+
+def _turns(view: RunView, warmup: set[str]) -> list[dict]:
+    """Per turn index of the conversations (``--turns``), warm-up stages left out: requests, TTFT, mean prompt
+    tokens; [] without conversations."""
+    turns: dict[int, TurnStats] = {}
+    for (stage, i), t in view.merged.turns.items():
+        if stage not in warmup:
+            turns.setdefault(i, TurnStats()).merge(t)
+    return [
+        {"turn": i, "requests": t.requests, "ttft_ms": q_ms(t.ttft),
+         "prompt_tokens_mean": t.prompt_tokens / t.ok if t.ok else None}
+        for i, t in sorted(turns.items())
+    ]  # fmt: skip
 
 
 def _server_section(view: RunView) -> dict:
@@ -218,6 +235,7 @@ def build_summary(view: RunView, hooks: SummaryHooks | None = None) -> dict:
         "goodput_rps": good / duration if duration > 0 else None,
         "slo": {"passed": all(c["passed"] for c in checks), "checks": checks},
         "stages": [_stage_entry(view, st, a, b) for st, a, b in spans],
+        "turns": _turns(view, warmup),
         "server": _server_section(view),
         "client_kv_block_fill": {"mean": kv_total / kv_n if kv_n else None},
         "workers_lost": sorted(view.lost_workers),

@@ -33,6 +33,7 @@ from shapes.stage import MAIN
 from users.adapters import adapter_named
 from users.adapters.base import Adapter
 from users.client import Call, exchange
+from users.conversation import Conversation
 from users.faults import LLMError
 from users.request import RequestInput, draw
 from users.result import GenerationResult
@@ -78,6 +79,10 @@ class LLMUser(FastHttpUser):
         self._request_name = self.api.request_name
         self._headers = settings.headers(self.api.stream)
         self._ids = settings.request_ids
+        group = settings.next_group()
+        self._prefix_group = group
+        self._conv = Conversation(settings, group) if settings.turns is not None and self.api.chat else None
+        """This user's conversation (``--turns``, chat users), else None."""
 
     def _target(self, inp: RequestInput) -> Target:
         route = inp.route
@@ -115,8 +120,10 @@ class LLMUser(FastHttpUser):
         env = self.environment
         api = self.api
         board = getattr(env, "llm_stage_board", None)
+        stage = board.current if board is not None else MAIN
+        conv = self._conv
         building = time.perf_counter()  # the tokenizer layer: prompt synthesis + counting + body, before t0
-        inp = draw(self.settings, api, board.current if board is not None else MAIN)
+        inp = conv.draw(api, stage) if conv is not None else draw(self.settings, api, stage, self._prefix_group)
         target = self._target(inp)
         rid, traceparent = self._ids.next()
         call = Call(
@@ -131,8 +138,9 @@ class LLMUser(FastHttpUser):
             max_tokens=inp.max_tokens,
             batch_size=inp.prompts,
             version=inp.version,
-            answer=api.answer,
+            answer=api.answer if conv is None else conv.answer,
             request_id=rid,
+            turn=inp.turn,
         )
         built_s = time.perf_counter() - building
         pacer = getattr(env, "llm_pacer", None)
@@ -150,6 +158,8 @@ class LLMUser(FastHttpUser):
             url=api.path,
             start_time=result.wall_start,
         )
+        if conv is not None and (pause := conv.after(result.ok)) > 0:
+            gevent.sleep(pause)
         return result
 
 

@@ -74,6 +74,8 @@ class Call:
     """How to read the answer (the adapter's)."""
     request_id: str | None = None
     """The X-Request-Id the headers carry (:mod:`users.tracing`)."""
+    turn: int | None = None
+    """The turn of its conversation (``--turns``), else None."""
 
 
 def _kind_of_status(status: int) -> str:
@@ -288,6 +290,7 @@ def _base(call: Call, t0: float, t_sent: float, wall: float) -> dict:
         "version": call.version,
         "wall_start": wall,
         "request_id": call.request_id,
+        "turn": call.turn,
     }
 
 

@@ -30,13 +30,23 @@ REQUEST_TIMEOUT_DEFAULT = 300.0
 """--request-timeout: seconds without a byte before a request fails as 'timeout'."""
 SEED_DEFAULT = 0
 """--seed: each worker draws with seed + worker index."""
+SHARED_PREFIX_LEN_DEFAULT = 0
+"""--shared-prefix-len: no shared system prompt."""
+PREFIX_GROUPS_DEFAULT = 1
+"""--prefix-groups: one shared system prompt for every user."""
+TURNS_DEFAULT = ""
+"""--turns: no conversations (every request stands alone)."""
+THINK_TIME_DEFAULT = "fixed:0"
+"""--think-time: the next turn right after the answer."""
+MAX_MODEL_LEN_DEFAULT = 0
+"""--max-model-len: no client-side context limit (a conversation ends at its turn count)."""
 TOKENIZER_DEFAULT = AUTO
 """--tokenizer: the served model's (workload.tokenizers.choose_tokenizer), DEFAULT_TOKENIZER for an unknown one."""
-
 NUM_REQUESTS_DEFAULT = 0
 """--num-requests: no request budget (the run ends on time or by its shape)."""
 MAX_ERRORS_DEFAULT = 0
 """--max-errors: never stop for errors."""
+
 
 def tokenizer_name(value: str) -> str:
     if value == AUTO:
@@ -73,6 +83,55 @@ def prompt_file(value: str) -> str:
             f'{e} (expected a JSONL file of {{"prompt": ...}} or ShareGPT records)'
         ) from None
     return str(Path(value).expanduser())
+
+
+def think_time(text: str) -> str:
+    """argparse ``type``: a think-time SPEC in seconds (``fixed:S`` | ``uniform:LO:HI``), normalized."""
+    try:
+        return str(ThinkTime.parse(text))
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(f"--think-time: {e}") from None
+
+
+def turns_spec(text: str) -> str:
+    """argparse ``type``: a turn-count SPEC (the length SPEC forms, at least 1 turn); empty = off."""
+    if not str(text).strip():
+        return ""
+    return length_spec(text)
+
+
+class ThinkTime:
+    """Seconds a conversation's user waits between turns: ``fixed:S`` or ``uniform:LO:HI`` (S, LO, HI >= 0)."""
+
+    FORM = "fixed:S or uniform:LO:HI, seconds >= 0 (e.g. fixed:2, uniform:1:5)"
+
+    def __init__(self, lo: float, hi: float) -> None:
+        self.lo, self.hi = lo, hi
+
+    @classmethod
+    def parse(cls, text: str) -> ThinkTime:
+        kind, _, rest = str(text).strip().partition(":")
+        try:
+            values = [float(v) for v in rest.split(":")] if rest else [float(kind)]
+        except ValueError:
+            raise ValueError(f"bad think-time {text!r}; expected {cls.FORM}") from None
+        if rest and kind == "fixed" and len(values) == 1:
+            lo = hi = values[0]
+        elif rest and kind == "uniform" and len(values) == 2:
+            lo, hi = values
+        elif not rest and len(values) == 1:
+            lo = hi = values[0]
+        else:
+            raise ValueError(f"bad think-time {text!r}; expected {cls.FORM}")
+        if not (0 <= lo <= hi) or hi != hi or hi > 1e6:
+            raise ValueError(f"bad think-time {text!r}; expected {cls.FORM}")
+        return cls(lo, hi)
+
+    def sample(self, rng) -> float:
+        return self.lo if self.hi == self.lo else float(rng.uniform(self.lo, self.hi))
+
+    def __str__(self) -> str:
+        return f"fixed:{self.lo:g}" if self.lo == self.hi else f"uniform:{self.lo:g}:{self.hi:g}"
 
 
 def route_table_arg(text: str) -> str:
@@ -181,6 +240,45 @@ def add_arguments(parser) -> None:
         default=False,
         env_var="LOCUST_ALIGN_PROMPTS",
         help="Re-cut synthetic prompts so the server's /tokenize count matches the drawn length",
+    )
+    add(
+        "--shared-prefix-len",
+        type=non_negative_int,
+        default=SHARED_PREFIX_LEN_DEFAULT,
+        env_var="LOCUST_SHARED_PREFIX_LEN",
+        help="Start every prompt with a shared system prompt of exactly this many tokens (chat: a system "
+        "message; completions: the prompt's head), before the --input-len part; 0 = none",
+    )
+    add(
+        "--prefix-groups",
+        type=positive_int,
+        default=PREFIX_GROUPS_DEFAULT,
+        env_var="LOCUST_PREFIX_GROUPS",
+        help="Number of different shared system prompts; users are spread over them in turn",
+    )
+    add(
+        "--turns",
+        type=turns_spec,
+        default=TURNS_DEFAULT,
+        env_var="LOCUST_TURNS",
+        help="Multi-turn conversations (chat users): turns per conversation, a length SPEC (fixed:4, "
+        "uniform:2:8); each turn sends the whole history, previous answers included, plus a new user "
+        "message of --input-len tokens. Default: off",
+    )
+    add(
+        "--think-time",
+        type=think_time,
+        default=THINK_TIME_DEFAULT,
+        env_var="LOCUST_THINK_TIME",
+        help=f"Seconds between a conversation's turns: {ThinkTime.FORM}",
+    )
+    add(
+        "--max-model-len",
+        type=non_negative_int,
+        default=MAX_MODEL_LEN_DEFAULT,
+        env_var="LOCUST_MAX_MODEL_LEN",
+        help="The server's context window in tokens: a conversation ends before a turn whose prompt plus "
+        "max_tokens would pass it; 0 = no limit",
     )
     add(
         "--num-requests",

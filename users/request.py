@@ -41,6 +41,8 @@ class RequestInput:
     """The model input as the body carries it (the adapter's ``model_input``): what the route fingerprints."""
     route: Route | None = None
     """The route the fingerprint picked, None without ``--route-table``."""
+    turn: int | None = None
+    """The turn of its conversation (1, 2, ...; ``--turns``), None for a request that stands alone."""
 
     @property
     def prompts(self) -> int:
@@ -59,18 +61,25 @@ class _Shape(Protocol):
     def model_input(self, texts: tuple[str, ...]) -> object: ...
 
 
-def draw(settings: RunSettings, adapter: _Shape, stage: Stage) -> RequestInput:
+def draw(settings: RunSettings, adapter: _Shape, stage: Stage, group: int = 0) -> RequestInput:
     """Draw one request's input: the output length, then ``--batch-size`` prompts for a batched adapter
-    (else one) of a length from the stage's ``input_len`` or ``--input-len``, then its route."""
+    (else one) of a length from the stage's ``input_len`` or ``--input-len``, then its route. With
+    ``--shared-prefix-len`` each prompt starts with the system prompt of the user's prefix ``group``: a
+    system message for chat, the prompt's head for completions (its tokens added to the count)."""
     max_tokens = settings.max_tokens()
     n = settings.batch_size if adapter.batched else 1
     prompts = [settings.prompt(adapter.chat, stage.input_len) for _ in range(n)]
     texts = tuple(p.text for p in prompts)
+    system = settings.system_prompt(group)
+    if system and not adapter.chat:
+        texts = tuple(system + t for t in texts)
     model_input = adapter.model_input(texts)
+    if system and adapter.chat:
+        model_input = [{"role": "system", "content": system}, *model_input]
     picked = settings.route(model_input)
     return RequestInput(
         texts=texts,
-        prompt_tokens=sum(p.tokens for p in prompts),
+        prompt_tokens=sum(p.tokens for p in prompts) + (len(prompts) * settings.shared_prefix_len if system else 0),
         max_tokens=max_tokens,
         sampling=settings.sampling(max_tokens),
         stage=stage.name,

@@ -72,6 +72,8 @@ class GenerationResult:
     request_id: str | None = None
     """The request's ``X-Request-Id`` (``<run>-<worker>-<sequence>``, :mod:`users.tracing`); its trace id is
     ``users.tracing.trace_id_of(request_id)``. None for a result built without one."""
+    turn: int | None = None
+    """The turn of its conversation (1, 2, ...; ``--turns``), None for a request that stands alone."""
     t_reasoning: float | None = None
     """Arrival of the first token-bearing chunk of reasoning (``reasoning_content`` / ``reasoning`` / inside
     ``<think>``); None when the answer carried no reasoning."""

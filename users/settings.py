@@ -21,10 +21,16 @@ from users.options import (
     BATCH_SIZE_DEFAULT,
     IGNORE_EOS_DEFAULT,
     INPUT_LEN_DEFAULT,
+    MAX_MODEL_LEN_DEFAULT,
     OUTPUT_LEN_DEFAULT,
+    PREFIX_GROUPS_DEFAULT,
     REQUEST_TIMEOUT_DEFAULT,
     SEED_DEFAULT,
+    SHARED_PREFIX_LEN_DEFAULT,
+    THINK_TIME_DEFAULT,
     TOKENIZER_DEFAULT,
+    TURNS_DEFAULT,
+    ThinkTime,
 )
 from users.tracing import RequestIds
 from workload.datasets import load_prompt_file
@@ -57,6 +63,16 @@ class RunSettings:
     route_table: RouteTable | None = None
     request_ids: RequestIds = field(default_factory=RequestIds)
     """This process's X-Request-Id / traceparent source (:mod:`users.tracing`), shared by its users."""
+    shared_prefix_len: int = SHARED_PREFIX_LEN_DEFAULT
+    prefix_groups: int = PREFIX_GROUPS_DEFAULT
+    turns: LengthDist | None = None
+    """Turns per conversation (``--turns``); None: every request stands alone."""
+    think_time: ThinkTime = field(default_factory=lambda: ThinkTime.parse(THINK_TIME_DEFAULT))
+    max_model_len: int = MAX_MODEL_LEN_DEFAULT
+    seed: int = SEED_DEFAULT
+    worker_index: int = 0
+    _users: int = field(default=0, repr=False)
+    _prefixes: dict[int, str] = field(default_factory=dict, repr=False)
     _sources: dict[bool, SyntheticPrompts | FilePrompts] = field(default_factory=dict, repr=False)
     _specs: dict[str, LengthDist] = field(default_factory=dict, repr=False)
 
@@ -84,13 +100,40 @@ class RunSettings:
             align_prompts=bool(get("align_prompts", False)),
             route_table=RouteTable.parse(str(route)) if (route := get("route_table", None)) else None,
             request_ids=RequestIds(int(worker_index)),
+            shared_prefix_len=int(get("shared_prefix_len", SHARED_PREFIX_LEN_DEFAULT)),
+            prefix_groups=int(get("prefix_groups", PREFIX_GROUPS_DEFAULT)),
+            turns=parse_spec(str(turns)) if (turns := get("turns", TURNS_DEFAULT)) else None,
+            think_time=ThinkTime.parse(str(get("think_time", THINK_TIME_DEFAULT))),
+            max_model_len=int(get("max_model_len", MAX_MODEL_LEN_DEFAULT)),
+            seed=int(get("seed", SEED_DEFAULT)),
+            worker_index=int(worker_index),
         )
+
+    def next_group(self) -> int:
+        """The prefix group of the next user started in this process: users are spread over the groups in
+        turn (a worker starts at its index, so the groups stay even across workers)."""
+        g = (self.worker_index + self._users) % max(self.prefix_groups, 1)
+        self._users += 1
+        return g
+
+    def system_prompt(self, group: int) -> str:
+        """Shared system prompt of a group: ``--shared-prefix-len`` tokens, the same text in every process
+        (drawn from ``--seed`` and the group alone); "" without ``--shared-prefix-len``."""
+        if self.shared_prefix_len <= 0:
+            return ""
+        text = self._prefixes.get(group)
+        if text is None:
+            words = SyntheticPrompts(self.tokenizer, chat=False)
+            rng = np.random.default_rng([self.seed, 0x5E7F1C, group])
+            text = self._prefixes[group] = words.words(rng, self.shared_prefix_len)
+        return text
 
     def use_tokenizer(self, name: str) -> None:
         """Count with another tokenizer (``auto`` resolved at test start): prompt sources are rebuilt."""
         if name != self.tokenizer_name:
             self.tokenizer, self.tokenizer_name = load_tokenizer(name), name
             self._sources.clear()
+            self._prefixes.clear()
 
     def source(self, chat: bool) -> SyntheticPrompts | FilePrompts:
         src = self._sources.get(chat)

@@ -77,31 +77,64 @@ class SyntheticPrompts:
     """Random-word prompts of an exact token count."""
 
     ALWAYS_FIRST = 16
+    LONG = 4096
+    """Prompts of more words than this are built from cached pieces (:meth:`build`)."""
+    PIECE, PIECES, HEAD = 512, 32, 256
 
     def __init__(self, tokenizer: Tokenizer, chat: bool, verify_every: int = 64) -> None:
         self.count = TokenCounter(tokenizer, chat)
-        self.words = _word_pool(tokenizer)
+        self.words_pool = _word_pool(tokenizer)
         self.verify_every = verify_every
         """Re-encode one prompt in this many (after the first 16); 1 = every prompt; 0 = never."""
         self.built = 0
         self.mismatches = 0
         self._a, self._b = 1.0, 0.0
+        self._pieces: list[str] | None = None
 
     def align(self, a: float, b: float) -> None:
         """Aim at a server that counts ``a * client_tokens + b``."""
         self._a, self._b = a, b
 
+    def words(self, rng: np.random.Generator, n: int) -> str:
+        """``n`` pool words: exactly ``n`` tokens anywhere after a token boundary (a shared system prompt, a
+        prefix). One numpy draw and one join: a 32K-token text in milliseconds (``bench.long_prompt``)."""
+        return "".join(self.words_pool[rng.integers(0, len(self.words_pool), int(n))])
+
+    def _long(self, rng: np.random.Generator) -> list[str]:
+        """The cached pieces of long prompts: ``PIECES`` texts of ``PIECE`` pool words, each encoded once here
+        (one batch) and kept only when it is exactly ``PIECE`` tokens."""
+        if self._pieces is None:
+            texts = [self.words(rng, self.PIECE) for _ in range(self.PIECES)]
+            encoded = self.count.tokenizer.encode_batch(texts, add_special_tokens=False)
+            self._pieces = [t for t, e in zip(texts, encoded, strict=True) if len(e.ids) == self.PIECE]
+            if not self._pieces:
+                raise ValueError("no piece of pool words encodes to its word count: cannot build long prompts")
+        return self._pieces
+
     def build(self, rng: np.random.Generator, n: int | None = None) -> Prompt:
+        """A prompt of ``n`` tokens (chat template included for chat). Up to ``LONG`` words it is all fresh random
+        words; longer, a fresh random head (at least ``HEAD`` words: no two prompts share a prefix-cache block)
+        followed by cached pieces in random order — a 32K-token prompt in about a millisecond, where encoding it
+        to verify would hold the users' event loop for most of a second. Only the head is re-encoded to
+        verify: every piece was, and a piece starts with a space-led word, a pre-token boundary, so the counts
+        add up."""
         n = 256 if n is None else int(n)
         if self._a != 1.0 or self._b != 0.0:
             n = round((n - self._b) / self._a)
         want = max(1, n - self.count.overhead)
-        text = "".join(self.words[rng.integers(0, len(self.words), want)])
+        tail, extra = "", 0
+        if want > self.LONG:
+            pieces = self._long(rng)
+            m = (want - self.HEAD) // self.PIECE
+            tail = "".join([pieces[i] for i in rng.integers(0, len(pieces), m)])
+            extra = m * self.PIECE
+            want -= extra
+        text = self.words(rng, want)
         expected = want + self.count.overhead
         self.built += 1
         every = self.verify_every
         if not every or (self.built > self.ALWAYS_FIRST and self.built % every):
-            return Prompt(text, expected)
+            return Prompt(text + tail, expected + extra)
         got = self.count(text)
         if got != expected:  # never seen with single-token words: from now on check all, and repair
             self.mismatches += 1
@@ -109,9 +142,9 @@ class SyntheticPrompts:
         for _ in range(8):
             if got == expected:
                 break
-            text = text[: text.rfind(" ")] if got > expected else text + str(self.words[rng.integers(len(self.words))])
+            text = text[: text.rfind(" ")] if got > expected else text + self.words(rng, 1)
             got = self.count(text)
-        return Prompt(text, got)
+        return Prompt(text + tail, got + extra)
 
 
 class FilePrompts:

@@ -87,3 +87,16 @@ def test_sampled_verification_catches_a_mismatch_and_then_checks_every_prompt() 
     p = src.build(rng, 50)
     assert src.mismatches == 1 and src.verify_every == 1
     assert p.tokens == server_count(p.text, False)
+
+
+@pytest.mark.parametrize("chat", [True, False])
+def test_long_prompts_from_cached_pieces_count_exactly_and_share_no_prefix(chat: bool) -> None:
+    src = SyntheticPrompts(TOK, chat=chat, verify_every=0)  # no re-encoding: the count must hold by itself
+    rng = np.random.default_rng(3)
+    lengths = [SyntheticPrompts.LONG + 1 + src.count.overhead, 20000, 32768]
+    prompts = [src.build(rng, n) for n in lengths]
+    assert [p.tokens for p in prompts] == lengths == [server_count(p.text, chat) for p in prompts]
+    assert len(src._pieces) == SyntheticPrompts.PIECES
+    # a fresh random head each (HEAD words at least): the server's prefix cache serves no block to another
+    heads = {p.text[:200] for p in prompts}
+    assert len(heads) == 3

@@ -1,0 +1,54 @@
+"""Build time of long synthetic prompts (issue #15's long-context class): 32K to 128K tokens, chat template
+included, with the client's count checked against the prompt encoded whole.
+
+    .venv/bin/python -m bench.long_prompt [--tokenizer deepseek-v2] [--lengths 32768,65536,131072] [--rounds 20]
+
+Prints, per length: the first build (it also encodes the cached pieces once), then the median and max of
+``--rounds`` builds — the time a user's greenlet holds the event loop to build one prompt — and the time the
+same prompt takes to encode whole (what verifying it by re-encoding would cost).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import numpy as np
+
+from workload.argtypes import positive_int
+from workload.prompts import SyntheticPrompts, TokenCounter
+from workload.tokenizers import load_tokenizer
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--tokenizer", default="deepseek-v2")
+    ap.add_argument("--lengths", default="32768,65536,131072")
+    ap.add_argument("--rounds", type=positive_int, default=20)
+    a = ap.parse_args(argv)
+    tok = load_tokenizer(a.tokenizer)
+    count = TokenCounter(tok, chat=True)
+    rng = np.random.default_rng(0)
+    print(f"tokenizer {a.tokenizer}, chat template, {a.rounds} rounds")
+    for n in (int(x) for x in a.lengths.split(",")):
+        src = SyntheticPrompts(tok, chat=True)
+        t = time.perf_counter()
+        first = src.build(rng, n)
+        first_s = time.perf_counter() - t
+        times = []
+        for _ in range(a.rounds):
+            t = time.perf_counter()
+            p = src.build(rng, n)
+            times.append(time.perf_counter() - t)
+        t = time.perf_counter()
+        whole = count(p.text)
+        encode_s = time.perf_counter() - t
+        assert first.tokens == p.tokens == whole == n, (first.tokens, p.tokens, whole, n)
+        print(f"{n:>7} tokens: first build {first_s * 1000:7.1f} ms (pieces encoded once), then median "
+              f"{statistics.median(times) * 1000:6.2f} ms, max {max(times) * 1000:6.2f} ms; encoding it whole "
+              f"{encode_s * 1000:7.1f} ms; count {p.tokens} = the prompt encoded whole")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,130 @@
+"""Multi-turn conversations (``--turns``, ``--think-time``): one per chat user, :class:`Conversation`.
+
+A conversation has a turn count drawn from ``--turns``. Each turn sends the whole history — the shared system
+prompt of the user's prefix group (``--shared-prefix-len``), every earlier user message and every earlier
+answer — plus a new user message of ``--input-len`` tokens; the user waits ``--think-time`` between turns.
+A conversation ends after its last turn, before a turn whose prompt plus ``max_tokens`` would pass
+``--max-model-len``, or after a failed turn (its answer is unknown); the next request starts a new one.
+
+The answer's text is needed for the next turn, so a conversation reads its streams with
+:class:`TranscriptAnswer`, whose tally also keeps the ``content`` of every chunk. Only users with ``--turns``
+pay for that (a second JSON parse per event); the others keep the plain tally.
+
+Client prompt count of turn k+1 (DeepSeek's chat template, ``workload.tokenizers.render_chat``): the history
+``BOS [system] USER u1 ASSISTANT`` of turn k is followed by ``a1 EOS USER u2 ASSISTANT``, i.e. turn k's count
++ the answer's tokens + the new message's count (which includes BOS, USER and ASSISTANT: EOS takes BOS's place).
+
+    conv = Conversation(settings, group=settings.next_group())
+    inp = conv.draw(adapter, stage)      # RequestInput with turn = 1, 2, ...
+    ... exchange(..., Call(answer=conv.answer, turn=inp.turn)) ...
+    pause = conv.after(result)           # seconds to think before the next turn (0 when a new one starts)
+"""
+
+from __future__ import annotations
+
+import orjson
+
+from shapes.stage import Stage
+from users.adapters.openai import OpenAIAnswer
+from users.request import RequestInput, Route
+from users.settings import RunSettings
+from users.tally import StreamTally
+
+_loads = orjson.loads
+
+
+class TranscriptTally(StreamTally):
+    """A :class:`StreamTally` that also keeps the answer text (the chunks' ``content`` / ``text``)."""
+
+    __slots__ = ("answer",)
+
+    def __init__(self, prompt_tokens_client: int = 0) -> None:
+        super().__init__(prompt_tokens_client)
+        self.answer: list[str] = []
+
+    def add(self, payloads: list[bytes], t: float) -> None:
+        super().add(payloads, t)  # raises on a bad event first
+        keep = self.answer.append
+        for p in payloads:
+            if p[:1] != b"{":
+                continue
+            choices = _loads(p).get("choices")
+            if choices:
+                c0 = choices[0]
+                d = c0.get("delta")
+                text = d.get("content") if d is not None else c0.get("text")
+                if text:
+                    keep(text)
+
+
+class TranscriptAnswer(OpenAIAnswer):
+    """The OpenAI answer shape, remembering the tally of the last request (one instance per conversation)."""
+
+    def __init__(self) -> None:
+        self.last: TranscriptTally | None = None
+
+    def tally(self, prompt_tokens_client: int = 0) -> TranscriptTally:  # type: ignore[override]
+        self.last = TranscriptTally(prompt_tokens_client)
+        return self.last
+
+
+class Conversation:
+    """One user's conversation state."""
+
+    def __init__(self, settings: RunSettings, group: int = 0) -> None:
+        self.settings = settings
+        self.group = group
+        self.answer = TranscriptAnswer()
+        self.messages: list[dict] = []
+        self.turn = 0
+        """Turns sent in the current conversation (0: none yet / the next request starts a new one)."""
+        self.turns = 0
+        """Turns the current conversation has."""
+        self.tokens = 0
+        """Client prompt count of the last turn sent."""
+        self.answer_tokens = 0
+        """Tokens of the last answer (client tokenizer)."""
+
+    def draw(self, adapter, stage: Stage) -> RequestInput:
+        """The next turn's input (a new conversation's first turn when the last one ended)."""
+        s = self.settings
+        max_tokens = s.max_tokens()
+        p = s.prompt(True, stage.input_len)
+        tokens = self.tokens + self.answer_tokens + p.tokens
+        if self.turn == 0 or self.turn >= self.turns or (s.max_model_len and tokens + max_tokens > s.max_model_len):
+            self.turns = max(1, int(s.turns.sample(s.rng))) if s.turns is not None else 1
+            self.turn = 0
+            system = s.system_prompt(self.group)
+            self.messages = [{"role": "system", "content": system}] if system else []
+            tokens = p.tokens + (s.shared_prefix_len if system else 0)
+        self.messages.append({"role": "user", "content": p.text})
+        self.turn += 1
+        self.tokens = tokens
+        model_input = list(self.messages)
+        picked = s.route(model_input)
+        return RequestInput(
+            texts=(p.text,),
+            prompt_tokens=tokens,
+            max_tokens=max_tokens,
+            sampling=s.sampling(max_tokens),
+            stage=stage.name,
+            model_input=model_input,
+            route=Route(*picked) if picked is not None else None,
+            turn=self.turn,
+        )
+
+    def after(self, ok: bool) -> float:
+        """Take the answer of the turn just sent into the history; the seconds to wait before the next turn
+        (0 when the conversation is over: the next request starts a new one)."""
+        tally = self.answer.last
+        self.answer.last = None
+        if not ok or tally is None:
+            self.turn = 0
+            return 0.0
+        text = "".join(tally.answer)
+        self.messages.append({"role": "assistant", "content": text})
+        self.answer_tokens = self.settings.count_text(text) if text else 0
+        if self.turn >= self.turns:
+            self.turn = 0
+            return 0.0
+        return self.settings.think_time.sample(self.settings.rng)
