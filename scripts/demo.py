@@ -18,7 +18,8 @@ import time
 import urllib.request
 from pathlib import Path
 
-from workload.argtypes import positive_int
+from telemetry.options import LLM_PROGRESS_INTERVAL_DEFAULT
+from workload.argtypes import non_negative_seconds, positive_int
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -50,6 +51,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--profile", default="deepseek-v2-lite-a100")
     ap.add_argument("--user-class", default="StreamingChatUser")
     ap.add_argument("--out", default="results")
+    ap.add_argument("--progress-interval", type=non_negative_seconds, default=LLM_PROGRESS_INTERVAL_DEFAULT,
+                    help="seconds between live progress lines (0 = none)")
     args = ap.parse_args(argv)
 
     out = Path(args.out)
@@ -67,7 +70,7 @@ def main(argv: list[str] | None = None) -> int:
             "-u", str(args.users), "-r", str(args.users), "-t", f"{args.run_time}s", "--stop-timeout", "30",
             "--host", f"http://127.0.0.1:{port}", "--only-summary",
             "--llm-summary-json", str(out / "summary.json"), "--llm-report", str(out / "report.html"),
-            "--prometheus-port", "0", args.user_class,
+            "--prometheus-port", "0", "--llm-progress-interval", f"{args.progress_interval:g}", args.user_class,
         ]
         print("demo: " + " ".join(locust[1:]), flush=True)
         return subprocess.call(locust, cwd=ROOT, env=env)

@@ -58,11 +58,12 @@ class LiveDetectors:
         self.state: dict | None = None
 
     # ---- evaluation ------------------------------------------------------------------------------
-    def _batching(self, view: RunView, cfg: AttributionConfig, samples, until_s: float) -> dict:
+    def _batching(self, view: RunView, cfg: AttributionConfig, until_s: float) -> dict:
         rule, w = cfg.batching, cfg.window_s
         n = rule.consecutive
         out: dict = {"judged": False, "degraded": False, "baseline": self._baseline, "windows": []}
         if self._baseline is None:
+            samples = server_samples(view.server_series)
             grid = [x for x in align(client_windows(view, w), samples) if x.end_s <= until_s + 1e-9]
             base = baseline(grid, rule)
             if base is not None:
@@ -72,7 +73,10 @@ class LiveDetectors:
         origin = until_s - n * w
         if base is None or origin < base["end_s"] - 1e-9:  # the post-run rule never flags inside the baseline
             return out
-        trailing = align(client_windows(view, w, origin)[:n], samples)
+        # only the scrapes the trailing windows need (the last run's worth would be parsed every second otherwise)
+        recent = server_samples(d for d in view.server_series if isinstance(d.get("t"), int | float)
+                                and d["t"] >= origin - w)  # fmt: skip
+        trailing = align(client_windows(view, w, origin)[:n], recent)
         if len(trailing) < n:
             return out
         flags = [flagged(x, base, rule) for x in trailing]
@@ -101,12 +105,11 @@ class LiveDetectors:
     def evaluate(self, view: RunView, until_s: float) -> dict:
         """The state at ``until_s`` (seconds since the run start; the data is complete up to there)."""
         cfg = AttributionConfig.from_options(view.options)
-        samples = server_samples(view.server_series)
         span = cfg.batching.consecutive * cfg.window_s
         return {
             "until_s": until_s,
             "window_s": cfg.window_s,
-            "batching": self._batching(view, cfg, samples, until_s),
+            "batching": self._batching(view, cfg, until_s),
             "slo_window_s": span,
             "slo": self._slo(view, span, until_s),
             "stop_on": sorted(stop_on(view.options)),

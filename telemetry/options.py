@@ -6,7 +6,16 @@ locust ... --prometheus-port 9646 --slo-preset seed --llm-summary-json results/s
 from __future__ import annotations
 
 from telemetry.slo import PRESETS
-from workload.argtypes import fraction, milliseconds, name_list, output_path, port, seconds, url_or_off
+from workload.argtypes import (
+    fraction,
+    milliseconds,
+    name_list,
+    non_negative_seconds,
+    output_path,
+    port,
+    seconds,
+    url_or_off,
+)
 
 PROMETHEUS_PORT_DEFAULT = 9646
 """--prometheus-port: where the master serves llm_* metrics (0 = off)."""
@@ -18,6 +27,8 @@ LLM_STOP_ON_DEFAULT = None
 """--llm-stop-on: the live detectors that end the run when they fire (none)."""
 STOP_ON_CHOICES = ("batching", "slo")
 """What --llm-stop-on may name (telemetry/detectors.py)."""
+LLM_PROGRESS_INTERVAL_DEFAULT = 10.0
+"""--llm-progress-interval: seconds between live progress lines of a headless run (0 = off)."""
 ATTRIBUTION_WINDOW_DEFAULT = 10.0
 """--attribution-window: seconds per window of the report's time series and the spike attribution."""
 
@@ -50,6 +61,7 @@ def add_arguments(parser) -> None:
     )
     a(
         "--llm-requests-jsonl",
+        type=output_path,
         metavar="PATH",
         env_var="LOCUST_LLM_REQUESTS_JSONL",
         default=None,
@@ -58,11 +70,22 @@ def add_arguments(parser) -> None:
     )
     a(
         "--vllm-bench-json",
+        type=output_path,
         metavar="PATH",
         env_var="LOCUST_VLLM_BENCH_JSON",
         default=None,
         help="Write the result in the form of vLLM's `vllm bench serve --save-result --save-detailed` to PATH at "
         "the end of the run (same field names, units and meaning)",
+    )
+    a(
+        "--llm-progress-interval",
+        type=non_negative_seconds,
+        metavar="SECONDS",
+        env_var="LOCUST_LLM_PROGRESS_INTERVAL",
+        default=LLM_PROGRESS_INTERVAL_DEFAULT,
+        help="Headless runs: print one progress line every SECONDS (stage, users, req/s, output tok/s, TTFT "
+        "p50/p99, ITL p99, errors, server KV and waiting) over the last SECONDS; 0 = off "
+        f"(default {LLM_PROGRESS_INTERVAL_DEFAULT:g})",
     )
     a(
         "--prometheus-port",

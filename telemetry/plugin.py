@@ -30,7 +30,8 @@ from telemetry.distributed import WorkerWatch, drain_final_reports
 from telemetry.exporter import Exporter
 from telemetry.hooks import deliver_to
 from telemetry.hub import TelemetryHub
-from telemetry.options import PROMETHEUS_HOST_DEFAULT, SERVER_METRICS_INTERVAL_DEFAULT
+from telemetry.options import LLM_PROGRESS_INTERVAL_DEFAULT, PROMETHEUS_HOST_DEFAULT, SERVER_METRICS_INTERVAL_DEFAULT
+from telemetry.progress import progress_line
 from telemetry.requestlog import REPORT_KEY as REQUESTS_KEY
 from telemetry.requestlog import RequestLog, read_records, record_of, request_log_for, wants_request_log
 from telemetry.runrecord import RunRecorder
@@ -183,6 +184,7 @@ class SummarizingRole(Role):
         self._finalized = False
         self.detectors = LiveDetectors()
         self._detect = _Loop(self.check_detectors, 1.0)
+        self._progress: _Loop | None = None
 
     def register(self) -> Role:
         super().register()
@@ -198,6 +200,7 @@ class SummarizingRole(Role):
     def close(self) -> None:
         super().close()
         self._detect.stop()
+        self._stop_progress()
         if self.merger.scraper:
             self.merger.scraper.stop(final_scrape=False)
         if self.exporter:
@@ -214,10 +217,30 @@ class SummarizingRole(Role):
         self._discover_model()
         self.detectors.reset()
         self._detect.start()
+        self._start_progress()
 
     def on_test_stop(self, environment=None, **_kw) -> None:
         self._detect.stop()
+        self._stop_progress()
         self.merger.end_run()
+
+    def _start_progress(self) -> None:
+        """--llm-progress-interval: one progress line per interval in a headless run (telemetry/progress.py)."""
+        self._stop_progress()
+        options = self.environment.parsed_options
+        interval = getattr(options, "llm_progress_interval", None)
+        interval = LLM_PROGRESS_INTERVAL_DEFAULT if interval is None else float(interval)
+        if interval > 0 and getattr(options, "headless", False):
+            self._progress = _Loop(lambda: self.print_progress(interval), interval)
+            self._progress.start()
+
+    def print_progress(self, interval: float) -> None:
+        print(progress_line(self.hub.view(), interval, self.merger.reported_until()), flush=True)
+
+    def _stop_progress(self) -> None:
+        if self._progress is not None:
+            self._progress.stop()
+            self._progress = None
 
     def check_detectors(self) -> None:
         """One live check (every second): judge the data up to where every live process has reported (a worker
@@ -286,6 +309,7 @@ class SummarizingRole(Role):
             return
         self._finalized = True
         self._detect.stop()
+        self._stop_progress()
         self.collect_last()
         if self.merger.scraper:
             self.merger.scraper.stop(final_scrape=True)

@@ -54,7 +54,7 @@ def tokenizer_name(value: str) -> str:
     try:
         load_tokenizer(value)
     except (TokenizerNotFound, OSError, ValueError) as e:
-        raise argparse.ArgumentTypeError(str(e)) from None
+        raise argparse.ArgumentTypeError(f"{e}; or {AUTO} (the served model's, the default)") from None
     return value
 
 

@@ -31,7 +31,7 @@ def parse(*argv: str) -> argparse.Namespace:
 
 def test_option_defaults_and_values() -> None:
     o = parse()
-    assert (o.input_len, o.output_len, o.ignore_eos, o.tokenizer) == ("fixed:512", "fixed:256", True, "deepseek-v4")
+    assert (o.input_len, o.output_len, o.ignore_eos, o.tokenizer) == ("fixed:512", "fixed:256", True, "auto")
     o = parse("--input-len", "300", "--output-len", "zipf:1.2:16:64", "--no-ignore-eos", "--batch-size", "4",
               "--request-timeout", "2.5", "--seed", "7", "--align-prompts")  # fmt: skip
     assert (o.input_len, o.output_len, o.ignore_eos, o.batch_size) == ("fixed:300", "zipf:1.2:16:64", False, 4)
@@ -47,6 +47,7 @@ def test_option_defaults_and_values() -> None:
         (["--request-timeout", "-1"], "seconds > 0"),
         (["--seed", "x"], "integer >= 0"),
         (["--tokenizer", "no-such-tok"], "deepseek-v4"),
+        (["--tokenizer", "no-such-tok"], "or auto (the served model's, the default)"),
         (["--prompt-file", "/no/such.jsonl"], "JSONL"),
     ],
 )

@@ -1,0 +1,49 @@
+"""Live progress lines of a headless run (``--llm-progress-interval``), as ``make run`` (scripts/demo.py) shows
+them: one line per interval, each figure checked against the run's own summary."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+
+import pytest
+
+from tests.support import PY, ROOT
+
+pytestmark = pytest.mark.slow
+
+LINE = re.compile(
+    r"^\[llm\] (\d+)s stage (\S+) \| users (\d+) \| ([\d.]+) req/s \| (\d+) out tok/s \| TTFT p50 (\d+) ms p99 (\d+) ms"
+    r" \| ITL p99 (\d+) ms \| errors (\d+) \(([\d.]+)%\) \| server KV ([\d.]+)% waiting (\d+)$"
+)
+
+
+def test_make_run_prints_a_progress_line_per_interval(tmp_path):
+    run = subprocess.run([PY, "-m", "scripts.demo", "--users", "4", "--run-time", "9", "--progress-interval", "2",
+                          "--profile", "cpu-tiny", "--out", str(tmp_path)],
+                         cwd=ROOT, capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
+    lines = [m for m in map(LINE.match, run.stdout.splitlines()) if m]
+    assert 3 <= len(lines) <= 5, run.stdout[-3000:]
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    elapsed = [int(m.group(1)) for m in lines]
+    assert elapsed == sorted(elapsed) and all(b - a in (1, 2, 3) for a, b in zip(elapsed, elapsed[1:], strict=False))
+    for m in lines:
+        assert m.group(2) == "main" and int(m.group(3)) == 4
+        assert int(m.group(9)) == 0 and float(m.group(10)) == 0.0
+        assert int(m.group(6)) <= int(m.group(7))
+    # the steady lines' rates are those of the whole run (same load throughout), within a busy box's noise
+    steady = lines[1:]
+    rps = summary["requests"]["total"] / summary["duration_s"]
+    assert all(0.5 * rps < float(m.group(4)) < 1.6 * rps for m in steady), (rps, [m.group(0) for m in steady])
+    tok_s = summary["tokens"]["output_per_s"]
+    assert all(0.5 * tok_s < int(m.group(5)) < 1.6 * tok_s for m in steady)
+
+
+def test_no_progress_lines_when_off(tmp_path):
+    run = subprocess.run([PY, "-m", "scripts.demo", "--users", "2", "--run-time", "3", "--progress-interval", "0",
+                          "--profile", "cpu-tiny", "--out", str(tmp_path)],
+                         cwd=ROOT, capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert run.returncode == 0 and "[llm]" not in run.stdout, run.stdout[-2000:]
+    assert (tmp_path / "summary.json").exists()
