@@ -14,14 +14,15 @@ from __future__ import annotations
 
 import threading
 import urllib.request
+from contextlib import contextmanager
 from statistics import median
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.server.sim.helpers import running_sim
-from tests.support import free_port
-from tests.users.e2e import run_locust
+from tests.support import PY, Proc, free_port, wait_http
+from tests.users.e2e import SERVER_NICE, run_locust
 from workload.tokenizers import load_tokenizer, tokenizer_hash
 
 
@@ -78,15 +79,26 @@ TIME_SCALE = "0.5"
 step, then one caught up) stays well inside the 2 % between the median gap and the mean one."""
 
 
+@contextmanager
+def _sim_above_the_client(*flags: str):
+    """The simulator at raised (real-time where allowed) priority, as the timing tests run their server: on a
+    busy box a stalled server step lengthens every thinking span in flight, while the ITL median ignores it."""
+    port = free_port()
+    with Proc([*SERVER_NICE, PY, "-m", "server.sim", "--port", str(port), *flags], name="sim") as proc:
+        wait_http(f"http://127.0.0.1:{port}/health", timeout=60, proc=proc)
+        proc.port = port
+        yield proc
+
+
 @pytest.mark.parametrize("field", ["reasoning_content", "reasoning", "think-tags"])
 def test_reasoning_split_ttfa_and_tokens(tmp_path, field):
     """Four users (a dozen requests: a p50 that one stalled request on a busy box does not move) with 16-token
     prompts: another user's prefill inside a thinking span costs 0.1 % of it."""
     exp_port = free_port()
     report = tmp_path / "report.html"
-    with running_sim("--time-scale", TIME_SCALE, "--served-model-name", "deepseek-ai/DeepSeek-R1",
-                     "--tokenizer", "deepseek-r1", "--reasoning", f"fixed:{REASONING}", "--reasoning-field", field,
-                     profile="deepseek-v2-lite-a100") as sim:  # fmt: skip
+    with _sim_above_the_client("--profile", "deepseek-v2-lite-a100", "--time-scale", TIME_SCALE,
+                               "--served-model-name", "deepseek-ai/DeepSeek-R1", "--tokenizer", "deepseek-r1",
+                               "--reasoning", f"fixed:{REASONING}", "--reasoning-field", field) as sim:  # fmt: skip
         done, last = threading.Event(), [""]
         scraper = threading.Thread(target=_scrape_until_exit, args=(exp_port, done, last), daemon=True)
         scraper.start()
