@@ -19,6 +19,7 @@ waits for ``environment.llm_pacer.wait_slot()`` before sending.
 
 from __future__ import annotations
 
+import logging
 import time
 from dataclasses import replace
 from typing import NamedTuple
@@ -39,6 +40,10 @@ from users.request import RequestInput, draw
 from users.result import GenerationResult
 from users.settings import RunSettings
 from users.tracing import HEADER_REQUEST_ID, HEADER_TRACEPARENT
+
+log = logging.getLogger(__name__)
+_WARNED_TURNS: set[str] = set()
+"""User classes already warned that ``--turns`` does not apply to them (once per class and process)."""
 
 
 class Target(NamedTuple):
@@ -83,6 +88,9 @@ class LLMUser(FastHttpUser):
         self._prefix_group = group
         self._conv = Conversation(settings, group) if settings.turns is not None and self.api.chat else None
         """This user's conversation (``--turns``, chat users), else None."""
+        if settings.turns is not None and not self.api.chat and type(self).__name__ not in _WARNED_TURNS:
+            _WARNED_TURNS.add(type(self).__name__)
+            log.warning("--turns applies to chat users only: %s sends single requests", type(self).__name__)
 
     def _target(self, inp: RequestInput) -> Target:
         route = inp.route

@@ -121,3 +121,24 @@ def test_turns_spec():
     assert turns_spec("4") == "fixed:4"
     with pytest.raises(argparse.ArgumentTypeError, match="expected one of"):
         turns_spec("many")
+
+
+def test_turns_on_a_completions_user_is_said_once(caplog):
+    from locust.env import Environment
+
+    from users.base import StreamingChatUser, StreamingCompletionUser
+
+    class Completer(StreamingCompletionUser):
+        host = "http://127.0.0.1:9"
+
+    class Chatter(StreamingChatUser):
+        host = "http://127.0.0.1:9"
+
+    env = Environment()
+    env.llm_users = _settings()
+    with caplog.at_level("WARNING", logger="users.base"):
+        comp = [Completer(env) for _ in range(2)]
+        chat = Chatter(env)
+    assert [r.getMessage() for r in caplog.records] == [
+        "--turns applies to chat users only: Completer sends single requests"]
+    assert all(u._conv is None for u in comp) and chat._conv is not None
