@@ -34,7 +34,7 @@ from telemetry.options import LLM_PROGRESS_INTERVAL_DEFAULT, PROMETHEUS_HOST_DEF
 from telemetry.progress import progress_line
 from telemetry.requestlog import REPORT_KEY as REQUESTS_KEY
 from telemetry.requestlog import RequestLog, read_records, record_of, request_log_for, wants_request_log
-from telemetry.runrecord import RunRecorder
+from telemetry.runrecord import RunRecorder, fetch_block_size
 from telemetry.scraper import ServerScraper, metrics_url
 from telemetry.sinks import console_table, write_csv, write_json
 from telemetry.slo import EXIT_CODE, failure_lines
@@ -139,6 +139,19 @@ class _RunsUsers(Role):
         board = getattr(self.environment, "llm_stage_board", None)
         self.merger.recorder.record_kv_fill(board.current.name if board else "main", inflight.snapshot())
 
+    def read_block_size(self) -> None:
+        """The server's KV block size for the client block fill, read once per run (in the background)."""
+        options = self.environment.parsed_options
+        url = metrics_url(getattr(options, "server_metrics_url", None), self.environment.host)
+        key = getattr(options, "api_key", None)
+        recorder = self.merger.recorder
+
+        def fetch() -> None:
+            recorder.kv_block, recorder.kv_block_source = fetch_block_size(url, {"Authorization": f"Bearer {key}"}
+                                                                           if key else None)  # fmt: skip
+
+        gevent.spawn(fetch)
+
     def take(self) -> dict:
         """The recorder's state plus the model this process's users send (resolved from /v1/models or --model)."""
         state = self.merger.recorder.take()
@@ -162,6 +175,7 @@ class WorkerRole(_RunsUsers):
 
     def on_test_start(self, environment=None, **_kw) -> None:
         super().on_test_start()
+        self.read_block_size()
         self._kv.start()
 
     def on_test_stop(self, environment=None, **_kw) -> None:
@@ -407,6 +421,7 @@ class LocalRole(SummarizingRole, _RunsUsers):
 
     def on_test_start(self, environment=None, **_kw) -> None:
         super().on_test_start()
+        self.read_block_size()
         self._kv.start()
         self._pump.start()
 

@@ -50,7 +50,8 @@ SLOT_ALPHA = 0.01
 """Relative accuracy of the per-slot (windowed) sketches: 1 %, half the buckets of the cells' sketches,
 since a long run keeps one slot per second on the master."""
 KV_BLOCK = 16
-"""Tokens per KV block for the client-side block fill (seed section 2.2)."""
+"""Tokens per KV block for the client-side block fill (seed section 2.2) when the server reports no block_size
+(``vllm:cache_config_info``; FlashMLA on Hopper uses 64)."""
 
 Key = tuple[str, str, str | None]  # (user_class, stage, version)
 
@@ -199,6 +200,8 @@ class KvFill:
 
     ratio_sum: float = 0.0
     samples: int = 0
+    sq_sum: float = 0.0
+    """Sum of the squared ratios (the variance beside the mean)."""
 
 
 class Recorder:
@@ -208,6 +211,9 @@ class Recorder:
         self.slos = slos or SloSet()
         self.slot_s = float(slot_s)
         self._wall_offset = time.time() - time.perf_counter()
+        self.kv_block = KV_BLOCK
+        """Tokens per KV block of the client block fill: the server's block_size when it reports one."""
+        self.kv_block_source = "fallback"
         self.reset()
 
     def reset(self) -> None:
@@ -346,11 +352,14 @@ class Recorder:
         """One sample of the in-flight requests' (prompt, generated) tokens: used / allocated slots."""
         lens = np.asarray([p + o for p, o in inflight], dtype=np.int64)
         used = int(lens.sum()) if lens.size else 0
-        allocated = int((np.ceil(lens / KV_BLOCK) * KV_BLOCK).sum()) if lens.size else 0
+        block = self.kv_block
+        allocated = int((np.ceil(lens / block) * block).sum()) if lens.size else 0
         self.kv_last = (used, allocated)
         if allocated > 0:
             f = self.kv_fill.setdefault(stage, KvFill())
-            f.ratio_sum += used / allocated
+            r = used / allocated
+            f.ratio_sum += r
+            f.sq_sum += r * r
             f.samples += 1
 
     # ---- shipping and merging ---------------------------------------------------------------------
@@ -362,7 +371,8 @@ class Recorder:
             "slots": [s.to_dict(i) for i, s in self.slots.items()],
             "token_sources": dict(self.token_sources),
             "mismatch": [self.mismatch_abs, self.mismatch_server],
-            "kv_fill": {st: [f.ratio_sum, f.samples] for st, f in self.kv_fill.items()},
+            "kv_fill": {st: [f.ratio_sum, f.samples, f.sq_sum] for st, f in self.kv_fill.items()},
+            "kv_block": [self.kv_block, self.kv_block_source],
             "kv_last": list(self.kv_last) if self.kv_last is not None else None,
             "turns": [[st, i, t.to_dict()] for (st, i), t in self.turns.items()],
         }
@@ -391,10 +401,13 @@ class Recorder:
         self.token_sources.update({str(k): int(v) for k, v in d["token_sources"].items()})
         self.mismatch_abs += int(d["mismatch"][0])
         self.mismatch_server += int(d["mismatch"][1])
-        for st, (ratio_sum, n) in d["kv_fill"].items():
+        for st, vals in d["kv_fill"].items():
             f = self.kv_fill.setdefault(st, KvFill())
-            f.ratio_sum += float(ratio_sum)
-            f.samples += int(n)
+            f.ratio_sum += float(vals[0])
+            f.samples += int(vals[1])
+            f.sq_sum += float(vals[2]) if len(vals) > 2 else 0.0
+        if "kv_block" in d and (d["kv_block"][1] == "server" or self.kv_block_source != "server"):
+            self.kv_block, self.kv_block_source = int(d["kv_block"][0]), str(d["kv_block"][1])
         for st, i, td in d.get("turns", ()):
             self.turns.setdefault((str(st), int(i)), TurnStats()).merge(td)
 

@@ -158,6 +158,17 @@ def block_size(server_env: dict | None) -> tuple[int, str]:
     return BLOCK_SIZE_FALLBACK, "fallback"
 
 
+def fetch_block_size(metrics: str | None, headers: dict[str, str] | None = None) -> tuple[int, str]:
+    """(block size, source) from the server's /metrics (``vllm:cache_config_info``), else the fallback."""
+    if not metrics:
+        return BLOCK_SIZE_FALLBACK, "fallback"
+    try:
+        cc = parse_cache_config(_get(metrics, headers or {}).decode("utf-8", errors="replace"))
+    except Exception:  # noqa: BLE001 — the fallback is named in the summary
+        cc = None
+    return block_size({"cache_config": cc})
+
+
 class RunRecorder:
     """Captures what only the live process knows (start workers, server answers) and fills both sections."""
 

@@ -50,6 +50,14 @@ def _mean(values: list[float]) -> float | None:
     return float(np.mean(values)) if values else None
 
 
+def _var(total: float, sq_total: float, n: int) -> float | None:
+    """Population variance from a sum and a sum of squares (None without samples; never below 0 from rounding)."""
+    if not n:
+        return None
+    m = total / n
+    return max(0.0, sq_total / n - m * m)
+
+
 def _counter_delta(series: list[dict], field: str, start_s: float, end_s: float) -> float | None:
     """Counter increase over [start_s, end_s] from the samples around it (resets count from zero)."""
     before = [s[field] for s in series if s["t"] <= start_s and s.get(field) is not None]
@@ -94,7 +102,9 @@ def _stage_entry(view: RunView, stage, start_s: float, end_s: float) -> dict:
         "prompt_tokens_mean": prompt_tokens / prompts if prompts else None,
         **{m.summary_key: q_ms(Recorder.merged_sketch(cells, m.key)) for m in having("per_stage")},
         "client_kv_block_fill": kv.ratio_sum / kv.samples if kv and kv.samples else None,
+        "client_kv_block_fill_var": _var(kv.ratio_sum, kv.sq_sum, kv.samples) if kv else None,
         "server_kv_usage_mean": _mean(kv_usage),
+        "server_kv_usage_var": _var(sum(kv_usage), sum(x * x for x in kv_usage), len(kv_usage)),
         "server_kv_usage_max": max(kv_usage) if kv_usage else None,
         "preemptions": int(preempt) if preempt is not None else None,
         "prefix_cache_hit_rate": hits / queries if queries and hits is not None else None,
@@ -203,6 +213,7 @@ def build_summary(view: RunView, hooks: SummaryHooks | None = None) -> dict:
     sources = view.merged.token_sources
     kv_total = sum(f.ratio_sum for f in view.merged.kv_fill.values())
     kv_n = sum(f.samples for f in view.merged.kv_fill.values())
+    kv_sq = sum(f.sq_sum for f in view.merged.kv_fill.values())
     error_rate = (total - ok) / total if total else 0.0
     checks = view.slos.evaluate(sketches, error_rate)
     good = sum(c.good for c in cells)
@@ -237,7 +248,8 @@ def build_summary(view: RunView, hooks: SummaryHooks | None = None) -> dict:
         "stages": [_stage_entry(view, st, a, b) for st, a, b in spans],
         "turns": _turns(view, warmup),
         "server": _server_section(view),
-        "client_kv_block_fill": {"mean": kv_total / kv_n if kv_n else None},
+        "client_kv_block_fill": {"mean": kv_total / kv_n if kv_n else None, "var": _var(kv_total, kv_sq, kv_n),
+                                 "block_size": view.merged.kv_block, "block_size_source": view.merged.kv_block_source},
         "workers_lost": sorted(view.lost_workers),
         **default_sections(view),
         "timeseries": _timeseries(view),

@@ -38,6 +38,11 @@ THINK_OPEN, THINK_CLOSE = b"<think>", b"</think>"
 ERROR_TYPES = {400: "BadRequestError", 404: "NotFoundError", 429: "RateLimitError", 500: "InternalServerError"}
 
 
+
+VERSION = "0.32.0+sim"
+"""``GET /version``: the vLLM release whose interface the simulator imitates (tests/contract/server_env, captured
+from the real engine), with ``+sim`` so a run record never takes it for the engine itself."""
+
 class ApiError(Exception):
     def __init__(self, status: int, message: str, param: str | None = None):
         super().__init__(message)
@@ -131,7 +136,7 @@ class SimApp:
         conn.respond(200, b"")
 
     def version(self, req: Request, conn: Connection) -> None:
-        conn.respond(200, b'{"version":"server.sim"}')
+        conn.respond(200, orjson.dumps({"version": VERSION}))
 
     def models(self, req: Request, conn: Connection) -> None:
         card = {"id": self.model_name, "object": "model", "created": self.created, "owned_by": "vllm",

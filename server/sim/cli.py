@@ -207,11 +207,13 @@ def build_app(s: SimSettings) -> tuple[SimApp, Engine]:
     metrics = EngineMetrics(s.sched.max_model_len)
     batcher = WriteBatcher()
     engine = Engine(sched, s.profile.cost, metrics, s.time_scale, s.batch_cap_at, flush=batcher.flush)
-    cache_info = {"block_size": str(s.sched.block_size), "cache_dtype": "auto",
+    # vllm:cache_config_info's labels as vLLM 0.32 exports them (tests/contract/server_env/cache_config_info.txt)
+    cache_info = {"block_size": str(s.sched.block_size), "cache_dtype": "auto", "engine": "0",
                   "enable_prefix_caching": str(s.sched.enable_prefix_caching),
                   "gpu_memory_utilization": "0.9", "num_cpu_blocks": "None",
                   "num_gpu_blocks": str(s.sched.num_gpu_blocks), "num_gpu_blocks_override": "None",
-                  "prefix_caching_hash_algo": "builtin", "sliding_window": "None", "swap_space": "4"}
+                  "kv_cache_size_tokens": str(s.sched.num_gpu_blocks * s.sched.block_size),
+                  "prefix_caching_hash_algo": "sha256", "sliding_window": "None", "user_specified_block_size": "True"}
     collector = SimCollector(metrics, engine.gauges, s.model_name, cache_info, s.legacy_metrics)
     faults = Faults(s.fault_rate, s.fault_kinds, np.random.default_rng(seeds[2])) if s.fault_rate > 0 else None
     app = SimApp(engine, tok, vocab, s.model_name, s.sched.max_model_len, s.eos_probability,

@@ -87,9 +87,15 @@ def test_summary_is_schema_2_with_the_run_record_and_the_server_environment(budg
     assert run["started_utc"] < run["ended_utc"] and run["locust"] and run["hosts"]
     assert run["tokenizer"]["hash"] == tokenizer_hash(run["tokenizer"]["name"]) and run["tokenizer"]["source"]
     env = s["server_env"]
-    assert env["version"] == "server.sim" and env["model"] == s["model"] and env["max_model_len"] > 0
+    assert env["version"] == "0.32.0+sim" and env["model"] == s["model"] and env["max_model_len"] > 0
     assert env["cache_config"]["block_size"] == BLOCK_SIZE and env["errors"] == {}
     assert isinstance(env["cache_config"]["enable_prefix_caching"], bool)
+    # the client block fill counted with the server's block size, variance beside the mean, per stage too
+    fill = s["client_kv_block_fill"]
+    assert fill["block_size"] == BLOCK_SIZE and fill["block_size_source"] == "server"
+    assert 0 < fill["mean"] <= 1 and fill["var"] >= 0
+    (stage,) = s["stages"]
+    assert stage["client_kv_block_fill_var"] is not None and stage["server_kv_usage_var"] is not None
 
 
 def test_jsonl_has_one_line_per_request_and_reconciles_with_the_summary(budget_run):
@@ -198,3 +204,22 @@ def test_effective_options_mask_secrets():
     assert cc == {"block_size": 64, "cache_dtype": "fp8", "num_gpu_blocks": 5120, "gpu_memory_utilization": 0.92,
                   "enable_prefix_caching": False, "other": {"swap_space": "4"}}  # fmt: skip
     assert parse_cache_config("vllm:num_requests_running 1\n") is None
+
+
+def test_client_block_fill_uses_the_block_size_and_keeps_the_variance():
+    from telemetry.recorder import Recorder
+
+    rec = Recorder()
+    rec.kv_block, rec.kv_block_source = 64, "server"
+    rec.record_kv_fill("s", [(10, 6)])  # 16 tokens in one 64-token block
+    rec.record_kv_fill("s", [(60, 4), (1, 0)])  # 64 + 1 tokens: a full block and a block with one token
+    merged = Recorder()
+    merged.merge(rec.take())
+    f = merged.kv_fill["s"]
+    ratios = [16 / 64, 65 / 128]
+    assert f.samples == 2 and f.ratio_sum == pytest.approx(sum(ratios))
+    assert f.sq_sum == pytest.approx(sum(r * r for r in ratios))
+    assert (merged.kv_block, merged.kv_block_source) == (64, "server")
+    fallback = Recorder()
+    fallback.record_kv_fill("s", [(16, 1)])  # 17 tokens: two 16-token blocks
+    assert fallback.kv_fill["s"].ratio_sum == pytest.approx(17 / 32) and fallback.kv_block_source == "fallback"
