@@ -20,6 +20,7 @@ from shapes.options import add_arguments as add_shape_options
 from shapes.plugin import install as install_shapes
 from telemetry.attribution.options import add_arguments as add_attribution_options
 from telemetry.attribution.plugin import install as install_attribution
+from telemetry.client_load import install as install_client_load
 from telemetry.options import add_arguments as add_telemetry_options
 from telemetry.plugin import install as install_telemetry
 from telemetry.report.plugin import install as install_report
@@ -44,6 +45,7 @@ def _install(environment, **_kw):
     install_users(environment)
     install_shapes(environment)
     install_telemetry(environment)
+    install_client_load(environment)
     install_traces(environment)
     install_attribution(environment)
     install_report(environment)

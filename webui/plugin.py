@@ -33,6 +33,7 @@ from locust.runners import STATE_RUNNING, STATE_SPAWNING
 from werkzeug.datastructures import ImmutableMultiDict
 
 from webui.charts import install as install_charts
+from webui.client_load import install as install_client_load
 from webui.downloads import install as install_downloads
 from webui.metrics import install as install_metrics
 from webui.report import install as install_report
@@ -160,6 +161,7 @@ def install(environment) -> None:
     if web_ui is None:
         return
     install_secrets(web_ui)
+    install_client_load(environment)
     install_shape_form(environment)
     install_metrics(environment)
     install_report(environment)

@@ -1,0 +1,194 @@
+"""The client saturation guard: is the client, not the server, the limit of the timings?
+
+Every process with users (a worker, a local run) measures its own gevent event-loop lag — a probe greenlet
+sleeps :data:`PROBE_S` and records how late it woke — and its CPU time per wall second (``time.process_time``,
+all its threads). A worker ships both with each report (``report_to_master`` under :data:`REPORT_KEY`); the
+master (or the local run) keeps them per process for the whole run. A process is **client-bound** when its
+loop lag p99 exceeds :data:`LAG_P99_LIMIT_MS` or its CPU exceeds :data:`CPU_LIMIT` of one core: its greenlets
+then read the streams late and every latency it measures includes that wait. The summary's ``client_load``
+section records each process; the console (at the end, and once when first seen live — the web UI's Logs tab
+shows that line) says so and suggests ``--processes`` / more workers; ``/llm/client-load`` serves the section.
+
+    install(environment)            # from the plugin's init listener (after telemetry's own install)
+    summary["client_load"]["workers"]["local"] == {"lag_p99_ms": 0.4, "cpu": 0.31, "samples": 1180, ...}
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+import gevent
+import numpy as np
+from locust.runners import MasterRunner, WorkerRunner
+
+log = logging.getLogger(__name__)
+
+REPORT_KEY = "llm_client_load"
+PROBE_S = 0.05
+"""How often the probe greenlet wakes (20 samples a second)."""
+LAG_P99_LIMIT_MS = 5.0
+"""Loop lag p99 above this: the process reads its streams late."""
+CPU_LIMIT = 0.90
+"""CPU time per wall second above this share of one core: the process is out of CPU."""
+MIN_COVERED_S = 1.0
+"""Probe samples covering less time than this (sleeps plus lags) judge nothing."""
+LOCAL_ID = "local"
+ADVICE = "add --processes N (one per core) or more workers so each process runs fewer streams"
+
+
+class LoopProbe:
+    """This process's loop lag samples and CPU/wall seconds since the last :meth:`take`."""
+
+    def __init__(self, interval_s: float = PROBE_S) -> None:
+        self.interval_s = interval_s
+        self._g: gevent.Greenlet | None = None
+        self._lags: list[float] = []
+        self._cpu0 = self._wall0 = 0.0
+        self._end: tuple[float, float] | None = None
+
+    def start(self) -> None:
+        if self._g is None:
+            self._lags, self._end = [], None
+            self._cpu0, self._wall0 = time.process_time(), time.perf_counter()
+            self._g = gevent.spawn(self._run)
+
+    def stop(self) -> None:
+        if self._g is not None:
+            self._g.kill(block=False)
+            self._g = None
+            self._end = (time.process_time(), time.perf_counter())  # a later take counts no idle time
+
+    def _run(self) -> None:
+        perf, sleep, interval = time.perf_counter, gevent.sleep, self.interval_s
+        while True:
+            t = perf()
+            sleep(interval)
+            self._lags.append(perf() - t - interval)
+
+    def take(self) -> dict:
+        """{"lag_ms": [...], "cpu_s": s, "wall_s": s} since the last take (an empty dict when not running)."""
+        if self._g is None and self._end is None:  # not running, the rest already taken
+            return {}
+        cpu, wall = (time.process_time(), time.perf_counter()) if self._end is None else self._end
+        lags, self._lags = self._lags, []
+        out = {"lag_ms": [round(x * 1000.0, 3) for x in lags], "cpu_s": cpu - self._cpu0, "wall_s": wall - self._wall0}
+        self._cpu0, self._wall0 = cpu, wall
+        if self._end is not None:  # stopped: this take had the rest
+            self._lags, self._end = [], None
+            self._cpu0 = self._wall0 = 0.0
+        return out
+
+
+class ClientLoad:
+    """Per process: every lag sample of the run and its CPU and wall seconds; the verdict."""
+
+    def __init__(self) -> None:
+        self.procs: dict[str, dict] = {}
+        self._warned: set[str] = set()
+
+    def reset(self) -> None:
+        self.procs.clear()
+        self._warned.clear()
+
+    def add(self, proc: str, part: dict) -> None:
+        if not part:
+            return
+        p = self.procs.setdefault(proc, {"lag_ms": [], "cpu_s": 0.0, "wall_s": 0.0})
+        p["lag_ms"].extend(part.get("lag_ms", ()))
+        p["cpu_s"] += float(part.get("cpu_s", 0.0))
+        p["wall_s"] += float(part.get("wall_s", 0.0))
+        row = self.row(proc)
+        if row["client_bound"] and proc not in self._warned:
+            self._warned.add(proc)
+            log.warning(f"client-bound: {proc} {row['why']} — its timings include the client's own delay; {ADVICE}")
+
+    def row(self, proc: str) -> dict:
+        p = self.procs[proc]
+        lags = np.asarray(p["lag_ms"], dtype=np.float64)
+        n = int(lags.size)
+        p99 = float(np.quantile(lags, 0.99)) if n else None
+        cpu = p["cpu_s"] / p["wall_s"] if p["wall_s"] > 0 else None
+        judged = n * PROBE_S + float(lags.sum()) / 1000.0 >= MIN_COVERED_S
+        reasons = []
+        if judged and p99 is not None and p99 > LAG_P99_LIMIT_MS:
+            reasons.append(f"event-loop lag p99 {p99:.1f} ms > {LAG_P99_LIMIT_MS:g} ms")
+        if judged and cpu is not None and cpu > CPU_LIMIT:
+            reasons.append(f"CPU {cpu:.0%} of a core > {CPU_LIMIT:.0%}")
+        return {
+            "lag_p50_ms": round(float(np.quantile(lags, 0.5)), 3) if n else None,
+            "lag_p99_ms": round(p99, 3) if p99 is not None else None,
+            "lag_max_ms": round(float(lags.max()), 3) if n else None,
+            "cpu": round(cpu, 3) if cpu is not None else None,
+            "samples": n,
+            "client_bound": bool(reasons),
+            "why": "; ".join(reasons) or None,
+        }
+
+    def section(self, _view=None, _summary=None) -> dict:
+        workers = {proc: self.row(proc) for proc in sorted(self.procs)}
+        bound = sorted(p for p, r in workers.items() if r["client_bound"])
+        return {
+            "client_bound": bool(bound),
+            "bound": bound,
+            "advice": ADVICE if bound else None,
+            "limits": {"lag_p99_ms": LAG_P99_LIMIT_MS, "cpu": CPU_LIMIT},
+            "workers": workers,
+        }
+
+    def console(self, summary: dict) -> None:
+        s = summary.get("client_load") or {}
+        for proc in s.get("bound") or ():
+            log.warning(f"LLM timings are client-bound on {proc}: {s['workers'][proc]['why']}; {ADVICE}")
+
+
+def install(environment) -> ClientLoad | None:
+    """Probe this process's loop when it runs users; keep and judge every process's figures where the summary
+    is built (the master, a local run); serve them on the web UI."""
+    runner = environment.runner
+    load = ClientLoad()
+    probe = None if isinstance(runner, MasterRunner) else LoopProbe()
+    events = environment.events
+    environment.llm_client_load = load
+
+    def on_test_start(**_kw) -> None:
+        if not isinstance(runner, WorkerRunner):
+            load.reset()
+        if probe is not None:
+            probe.take()
+            probe.start()
+
+    def on_test_stop(**_kw) -> None:
+        if probe is not None and not isinstance(runner, WorkerRunner):
+            load.add(LOCAL_ID, probe.take())
+        if probe is not None:
+            probe.stop()
+
+    events.test_start.add_listener(on_test_start)
+    events.test_stop.add_listener(on_test_stop)
+    if isinstance(runner, WorkerRunner):
+
+        def on_report(client_id=None, data=None, **_kw) -> None:
+            if data is not None and probe is not None:
+                data[REPORT_KEY] = probe.take()
+
+        events.report_to_master.add_listener(on_report)
+        return load
+    if isinstance(runner, MasterRunner):
+        events.worker_report.add_listener(
+            lambda client_id=None, data=None, **_kw: load.add(str(client_id), (data or {}).get(REPORT_KEY) or {})
+        )
+    else:
+
+        def pump() -> None:  # a local run judges itself live too, every second
+            while True:
+                gevent.sleep(1.0)
+                if probe is not None and probe._g is not None:
+                    load.add(LOCAL_ID, probe.take())
+
+        gevent.spawn(pump)
+    hub = getattr(environment, "llm_telemetry", None)
+    if hub is not None:
+        hub.hooks.add_section("client_load", load.section)
+        hub.hooks.on_summary(load.console)
+    return load

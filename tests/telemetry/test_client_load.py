@@ -1,0 +1,79 @@
+"""The client saturation guard (issue 17): a worker starved by a CPU hog (tests/telemetry/hog_locustfile.py) is
+reported client-bound — per worker in the summary, in the console, live on the master's log — with the advice to
+add processes; the probe's own arithmetic on a known lag."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import gevent
+import jsonschema
+import pytest
+
+from telemetry.client_load import ADVICE, ClientLoad, LoopProbe
+from tests.support import LOCUST, PY, ROOT, Proc, free_port, wait_http
+
+
+def test_probe_measures_a_loop_held_for_a_known_time():
+    probe = LoopProbe(interval_s=0.01)
+    probe.start()
+    gevent.sleep(0.2)
+    quiet = probe.take()
+    end = time.perf_counter() + 0.05
+    while time.perf_counter() < end:  # hold the loop 50 ms
+        pass
+    gevent.sleep(0.05)
+    held = probe.take()
+    probe.stop()
+    assert len(quiet["lag_ms"]) >= 10 and sorted(quiet["lag_ms"])[len(quiet["lag_ms"]) // 2] < 5.0, quiet["lag_ms"]
+    # the sample spanning the hold woke ~40 ms late (50 ms held, less the 10 ms it meant to sleep)
+    assert 35.0 <= max(held["lag_ms"]) <= 200.0, held["lag_ms"]  # (above 50 only when this box preempts us)
+    assert 0.0 < held["cpu_s"] <= held["wall_s"] + 0.01  # CPU time of the hold: at most its wall time
+
+
+def test_verdict_needs_a_second_of_probing_and_names_the_reason():
+    load = ClientLoad()
+    load.add("w1", {"lag_ms": [0.2] * 97 + [12.0] * 3, "cpu_s": 1.0, "wall_s": 4.0})
+    load.add("w2", {"lag_ms": [0.2] * 100, "cpu_s": 3.8, "wall_s": 4.0})
+    load.add("w3", {"lag_ms": [50.0] * 5, "cpu_s": 1.0, "wall_s": 1.0})  # 5 x (50 + 50) ms: too short to judge
+    load.add("w4", {"lag_ms": [900.0, 950.0], "cpu_s": 2.0, "wall_s": 2.0})  # starved: 2 samples, 1.95 s
+    s = load.section()
+    assert s["bound"] == ["w1", "w2", "w4"] and s["advice"] == ADVICE
+    assert s["workers"]["w1"]["why"] == "event-loop lag p99 12.0 ms > 5 ms"
+    assert s["workers"]["w2"]["why"] == "CPU 95% of a core > 90%" and s["workers"]["w2"]["cpu"] == 0.95
+    assert s["workers"]["w3"]["client_bound"] is False and s["workers"]["w3"]["samples"] == 5
+
+
+@pytest.mark.slow
+def test_starved_worker_is_reported_client_bound(tmp_path):
+    srv_port, mport = free_port(), free_port()
+    host = f"http://127.0.0.1:{srv_port}"
+    locustfile = "tests/telemetry/hog_locustfile.py"
+    summary = tmp_path / "s.json"
+    server = Proc([PY, "-m", "tests.users.hostile_server", "--port", str(srv_port), "--modes", "ok"], name="hostile")
+    master = Proc([LOCUST, "-f", locustfile, "--headless", "--master", "--master-bind-host", "127.0.0.1",
+                   "--master-bind-port", str(mport), "--expect-workers", "1", "-u", "4", "-r", "4", "-t", "5s",
+                   "--host", host, "--prometheus-port", "0", "--server-metrics-url", "off", "--input-len", "fixed:16",
+                   "--output-len", "fixed:8", "--llm-summary-json", str(summary), "StreamingChatUser", "CpuHogUser"],
+                  name="master", env={"LLM_TEST_RESULTS": str(tmp_path / "m.jsonl")})  # fmt: skip
+    worker = Proc([LOCUST, "-f", locustfile, "--worker", "--master-host", "127.0.0.1", "--master-port", str(mport)],
+                  name="worker", env={"LLM_TEST_RESULTS": str(tmp_path / "w.jsonl")})  # fmt: skip
+    with server, master, worker:
+        wait_http(f"{host}/health", proc=server)
+        rc = master.wait(60)
+        worker.wait(30)
+        out = master.output()
+    assert rc in (0, 1), out[-3000:]
+    assert "Traceback" not in out, out[-3000:]
+    full = json.loads(summary.read_text())
+    jsonschema.validate(full, json.loads((ROOT / "docs" / "summary.schema.json").read_text()))
+    s = full["client_load"]
+
+    (wid, row), = s["workers"].items()  # fmt: skip
+    assert s["client_bound"] is True and s["bound"] == [wid] and row["client_bound"] is True, json.dumps(s)
+    # the hog holds the loop 30 ms at a time: the probe wakes up to ~30 ms late, and the process burns its core
+    assert row["lag_p99_ms"] > 20.0 and row["samples"] >= 10, row
+    assert row["why"].startswith("event-loop lag p99 "), row
+    assert out.count(f"client-bound: {wid} event-loop lag p99") == 1, out[-3000:]  # live, once
+    assert f"LLM timings are client-bound on {wid}: " in out and "add --processes N" in out

@@ -1,0 +1,16 @@
+"""``/llm/client-load``: the client saturation guard's figures per process (telemetry/client_load.py), JSON —
+the same object as the summary's ``client_load`` section, live."""
+
+from __future__ import annotations
+
+from flask import Blueprint, jsonify
+
+
+def install(environment) -> None:
+    load = getattr(environment, "llm_client_load", None)
+    web_ui = getattr(environment, "web_ui", None)
+    if load is None or web_ui is None:
+        return
+    bp = Blueprint("llm_client_load", __name__)
+    bp.add_url_rule("/llm/client-load", "client_load", lambda: jsonify(load.section()))
+    web_ui.app.register_blueprint(bp)
