@@ -277,6 +277,17 @@ def _read_all(resp: HTTPSocketPoolResponse, limit: int | None, live: LiveRequest
     return bytes(out)
 
 
+def _arrivals(times: list[float]) -> np.ndarray:
+    """The chunks' arrival stamps. Body bytes that came with the headers are stamped when this greenlet gets to
+    them (``perf_counter()``), every later read by the kernel's arrival time: on a busy client the first chunk's
+    stamp can lie after the next chunk's arrival — even after the end of the stream (TTFT > E2E, seen in issue
+    18's span check). TCP delivers in order, so the next chunk's arrival bounds the first's from above."""
+    a = np.asarray(times, dtype=np.float64)
+    if len(a) > 1 and a[0] > a[1]:
+        a[0] = a[1]
+    return a
+
+
 def _base(call: Call, t0: float, t_sent: float, wall: float) -> dict:
     return {
         "user_class": call.user_class,
@@ -300,7 +311,7 @@ def _failed(call: Call, kind: str, message: str, t0: float, t_sent: float, wall:
         error_kind=kind,
         error_message=message,
         t_end=time.perf_counter(),
-        chunk_times=np.asarray(tally.times, dtype=np.float64),
+        chunk_times=_arrivals(tally.times),
         chunk_tokens=np.asarray(tally.ks, dtype=np.int64),
         output_tokens=tally.ct if tally.ct is not None else tally.out,
         prompt_tokens=tally.prompt_tokens or 0,
@@ -324,7 +335,7 @@ def _stream_result(call, tally: StreamTally, t0, t_sent, t_end, wall, count_text
         error_kind=None,
         error_message=None,
         t_end=t_end,
-        chunk_times=np.asarray(tally.times, dtype=np.float64),
+        chunk_times=_arrivals(tally.times),
         chunk_tokens=np.asarray(tally.ks, dtype=np.int64),
         output_tokens=output,
         prompt_tokens=tally.prompt_tokens if tally.prompt_tokens is not None else call.prompt_tokens_client,

@@ -124,3 +124,13 @@ def test_a_span_without_our_trace_joins_by_the_echoed_request_id():
     # a proxy dropped traceparent: vLLM started a trace of its own, but its request id is chatcmpl-<X-Request-Id>
     j.add_spans([_span("f" * 32, request_id=f"chatcmpl-{rid}")])
     assert j.joined_ok == 1 and j.counts()["unmatched"] == 0
+
+
+def test_a_first_chunk_stamped_late_is_bounded_by_the_next_arrival():
+    """The client stamps body bytes that came with the headers when it reads them, later ones by the kernel's
+    arrival time: the first may read later than the next (issue 18's span check saw TTFT > E2E by 10 ms)."""
+    from users.client import _arrivals
+
+    assert _arrivals([5.0, 3.0, 4.0]).tolist() == [3.0, 3.0, 4.0]
+    assert _arrivals([1.0, 2.0]).tolist() == [1.0, 2.0] and _arrivals([7.0]).tolist() == [7.0]
+    assert _arrivals([]).size == 0
