@@ -33,10 +33,13 @@ def qv(d: Mapping | None, key: str) -> float | None:
 
 
 def q_cell(q: Mapping, key: str) -> str:
-    """A quantile; one read from a server histogram's first bucket is only known as "≤ its bound"."""
+    """A quantile; one read from a server histogram's first bucket is only known as "≤ its bound", one in the open
+    last bucket as "> the last bound"."""
     bucket = (q.get("bucket") or {}).get(key) if isinstance(q.get("bucket"), Mapping) else None
     if bucket and bucket[0] == 0 and bucket[1] is not None:
         return f"≤{ms(bucket[1])}"
+    if bucket and bucket[1] is None:  # above the last finite bound: only that bound is known
+        return f">{ms(bucket[0])}"
     return ms(qv(q, key))
 
 

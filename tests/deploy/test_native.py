@@ -190,7 +190,7 @@ def test_compose_commands_work_together_natively(tmp_path):
             master.stop(timeout=30)  # SIGTERM, as `docker-compose stop` sends: the master writes its files
             worker.wait(timeout=30)  # and tells the worker to quit
         summary = json.loads((tmp_path / "results" / "summary.json").read_text())
-        assert summary["schema"] == 1 and summary["requests"]["ok"] > 0, summary["requests"]
+        assert summary["schema"] == 2 and summary["requests"]["ok"] > 0, summary["requests"]
         assert "<html" in (tmp_path / "results" / "report.html").read_text()[:2000].lower()
         for p in (master, worker):
             assert "Traceback" not in p.output(), f"{p.name}:\n{p.output()[-3000:]}"

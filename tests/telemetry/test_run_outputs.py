@@ -223,3 +223,16 @@ def test_client_block_fill_uses_the_block_size_and_keeps_the_variance():
     fallback = Recorder()
     fallback.record_kv_fill("s", [(16, 1)])  # 17 tokens: two 16-token blocks
     assert fallback.kv_fill["s"].ratio_sum == pytest.approx(17 / 32) and fallback.kv_block_source == "fallback"
+
+
+def test_server_quantiles_in_the_first_or_open_bucket_are_reported_as_the_bucket_only():
+    from telemetry.attribution.histogram import CumulativeHistogram
+
+    # vLLM's queue-time buckets start at 0.3 s: 90 requests queued ~35 ms, 8 in (0.3, 0.5], 2 above 1 s
+    inf = float("inf")
+    h = CumulativeHistogram.from_buckets({0.3: 90, 0.5: 98, 1.0: 98, inf: 100}, total_sum=90 * 0.035 + 8 * 0.4 + 2 * 2)
+    q = h.to_q()
+    assert q["p50"] is None and q["bucket"]["p50"] == [0.0, 300.0]  # not "152 ms" from inside (0, 300]
+    assert q["p95"] == pytest.approx(300 + 200 * (95 - 90) / 8) and q["bucket"]["p95"] == [300.0, 500.0]
+    assert q["p99"] is None and q["bucket"]["p99"] == [1000.0, None]
+    assert q["mean"] == pytest.approx((90 * 0.035 + 8 * 0.4 + 2 * 2) / 100 * 1000)

@@ -58,7 +58,7 @@ def test_schema_keys_and_types(run):
     env, hub, role = run
     role.pump_local()
     s = json.loads(json.dumps(hub.summary()))  # plain JSON data all the way down
-    assert TOP <= set(s) and s["schema"] == 1 and s["workers"] == 1 and s["model"] == "tiny"
+    assert TOP <= set(s) and s["schema"] == 2 and s["workers"] == 1 and s["model"] == "tiny"
     assert s["requests"] == {"total": 101, "ok": 100, "failed": 1, "errors": {"stream_cut": 1}, "warmup": 5}
     assert s["tokens"]["output"] == 40 * 20 + 60 * 10 and s["tokens"]["source"] == "usage"
     assert s["tokens"]["prompt_mismatch_ratio"] == pytest.approx(12 / 512)
