@@ -149,6 +149,7 @@ class LLMUser(FastHttpUser):
             answer=api.answer if conv is None else conv.answer,
             request_id=rid,
             turn=inp.turn,
+            opens_thinking=self.settings.opens_thinking and api.chat,
         )
         built_s = time.perf_counter() - building
         pacer = getattr(env, "llm_pacer", None)

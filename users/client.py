@@ -72,6 +72,8 @@ class Call:
     version: str | None = None
     answer: Answer = OPENAI
     """How to read the answer (the adapter's)."""
+    opens_thinking: bool = False
+    """The prompt ends inside ``<think>`` (R1's chat template): the stream starts as reasoning."""
     request_id: str | None = None
     """The X-Request-Id the headers carry (:mod:`users.tracing`)."""
     turn: int | None = None
@@ -112,6 +114,8 @@ def exchange(
     """
     wall = time.time()
     tally = call.answer.tally(call.prompt_tokens_client)
+    if call.opens_thinking:
+        tally.think = 1
     resp: HTTPSocketPoolResponse | None = None
     pool = http._connection_pool
     sendstamp.install(pool)

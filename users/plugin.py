@@ -75,6 +75,7 @@ class UsersPlugin:
             settings.model = self._model(host, settings.headers(False))
         self._use(environment, choose_tokenizer(self._option(environment), settings.model))
         settings.use_tokenizer(environment.llm_tokenizer.name)
+        settings.opens_thinking = environment.llm_tokenizer.opens_thinking
         post = json_poster(host, settings.headers(False))
         for chat in (True, False):
             source = settings.source(chat)

@@ -60,6 +60,8 @@ class RunSettings:
     request_timeout: float = REQUEST_TIMEOUT_DEFAULT
     prompt_texts: list[str] | None = None
     align_prompts: bool = False
+    opens_thinking: bool = False
+    """The served model's chat template opens ``<think>`` in the prompt (R1): chat replies start as reasoning."""
     route_table: RouteTable | None = None
     request_ids: RequestIds = field(default_factory=RequestIds)
     """This process's X-Request-Id / traceparent source (:mod:`users.tracing`), shared by its users."""

@@ -12,7 +12,8 @@ non-empty (k = 1). The role-only first chat chunk, empty chunks and the final us
 
 Reasoning (DeepSeek-R1): a token-bearing chunk is reasoning when its delta carries ``reasoning_content`` or
 ``reasoning`` (vLLM's reasoning parser), or — served without a parser — when its ``content`` lies between
-``<think>`` (the first content must open with it) and ``</think>``; the first chunk with other ``content`` is
+``<think>`` (the first content opens with it, or the chat template opened it in the prompt, as R1's does: then the
+client starts the tally inside it) and ``</think>``; the first chunk with other ``content`` is
 the first answer token (``t_answer``; after reasoning, whitespace-only content such as the blank line after
 ``</think>`` is not). The tokens of the chunks before it (reasoning, and token-bearing chunks
 without text once reasoning began, e.g. the parser's swallowed ``</think>``) are ``reasoning``. A chunk holding
@@ -71,7 +72,8 @@ class StreamTally:
         self.split: tuple[int, str] | None = None
         """(k, answer text) of the chunk where reasoning ended and the answer began mid-chunk."""
         self.think = 0
-        """0: no ``<think>`` in content, 1: inside it, 2: closed."""
+        """0: no ``<think>`` in content, 1: inside it, 2: closed. The client starts it at 1 for a model whose chat
+        template opens ``<think>`` in the prompt (R1: the reply starts inside the thinking, without the tag)."""
 
     def add(self, payloads: list[bytes], t: float) -> None:
         """Account the event payloads that arrived in one read at time ``t``."""
@@ -113,6 +115,8 @@ class StreamTally:
         if d is not None:
             r = d.get("reasoning_content") or d.get("reasoning")
             a = d.get("content")
+            if r and self.think == 1:  # a reasoning parser is at work: content is the answer
+                self.think = 0
         else:
             r, a = None, c0.get("text")
         if a and (self.think == 1 or (self.think == 0 and a.lstrip().startswith("<think>"))):

@@ -73,6 +73,10 @@ MODEL_TOKENIZERS: tuple[tuple[str, str], ...] = (
 )
 
 
+THINK_PROMPT = "<｜Assistant｜><think>"
+"""What R1's chat template puts at the end of the prompt (add_generation_prompt): the model answers inside it."""
+
+
 @dataclass(frozen=True)
 class Chosen:
     """The tokenizer a run uses and why (the run record's ``tokenizer``)."""
@@ -89,6 +93,12 @@ class Chosen:
     @property
     def hash(self) -> str:
         return tokenizer_hash(self.name)
+
+    @property
+    def opens_thinking(self) -> bool:
+        """The model's chat template ends the prompt inside ``<think>`` (DeepSeek-R1 and its distills): served
+        without a reasoning parser, the reply's content starts with the thinking and no opening tag."""
+        return THINK_PROMPT in str(tokenizer_config(self.name).get("chat_template") or "")
 
     def record(self) -> dict:
         return {"name": self.name, "hash": self.hash, "source": self.source, "model": self.model}

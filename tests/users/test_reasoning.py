@@ -116,3 +116,30 @@ def test_seed_preset_bounds_ttfa_only_when_the_model_reasons():
     assert not check["passed"] and check["value"] == pytest.approx(1600, rel=0.01)
     explicit = SloSet.from_options(options(slo_ttfa_p99_ms=2000.0))
     assert explicit.when_reasoning == frozenset() and explicit.request_meets(slow_answer)
+
+
+def test_r1_template_opened_think_in_the_prompt():
+    """R1's chat template ends the prompt with ``<think>\\n``: served without a parser, the reply starts inside the
+    thinking with no opening tag (the client starts the tally inside it); with a parser, the fields say it."""
+    t = StreamTally()
+    t.think = 1
+    for i, ev in enumerate([chunk(1, content="Okay"), chunk(3, content=", so</think>"), chunk(4, content="\n\n"),
+                            chunk(5, content="Paris")]):  # fmt: skip
+        t.add([ev], float(i))
+    assert (t.t_reason, t.t_answer, t.reasoning_tokens(WORDS)) == (0.0, 3.0, 4)
+    t = StreamTally()
+    t.think = 1
+    for i, ev in enumerate([chunk(1, reasoning_content="Okay"), chunk(2, content="Paris")]):
+        t.add([ev], float(i))
+    assert (t.t_reason, t.t_answer, t.reasoning_tokens(WORDS)) == (0.0, 1.0, 1)
+    u = {"prompt_tokens": 4, "completion_tokens": 20}
+    assert _reasoning({"content": "abc</think>Paris"}, u, WORDS) == len("abc</think>")  # no opening tag
+
+
+def test_chosen_tokenizer_knows_whether_the_template_opens_thinking():
+    from workload.tokenizers import choose_tokenizer
+
+    assert choose_tokenizer("auto", "deepseek-ai/DeepSeek-R1").opens_thinking
+    assert choose_tokenizer("auto", "deepseek-ai/DeepSeek-R1-Distill-Llama-8B").opens_thinking
+    assert not choose_tokenizer("auto", "deepseek-ai/DeepSeek-V2-Lite").opens_thinking
+    assert not choose_tokenizer("auto", "deepseek-ai/DeepSeek-V3").opens_thinking

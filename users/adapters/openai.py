@@ -54,7 +54,7 @@ def _sides(choice: dict) -> tuple[str, str]:
     msg = choice.get("message") or {}
     text = choice.get("text") or msg.get("content") or ""
     reasoning = msg.get("reasoning_content") or msg.get("reasoning") or ""
-    if not reasoning and text.lstrip().startswith("<think>"):
+    if not reasoning and (text.lstrip().startswith("<think>") or "</think>" in text):  # R1's template opens it
         end = text.find("</think>")
         if end < 0:
             return text, ""
