@@ -146,11 +146,12 @@ def breaches(table: list[Row], bounds: list[Bound]) -> list[str]:
         for bd in bounds:
             if bd.figure == r.figure and bd.breached(r.base, r.new):
                 pct = f" ({r.percent:+.1f}%)" if r.percent is not None else ""
-                lines.append(f"FAIL {r.figure} in {r.scope}: {_fmt(r.base)} -> {_fmt(r.new)}{pct}, bound {bd.text()}")
+                moved = f"{fmt_value(r.base)} -> {fmt_value(r.new)}{pct}"
+                lines.append(f"FAIL {r.figure} in {r.scope}: {moved}, bound {bd.text()}")
     return lines
 
 
-def _fmt(v: float | None) -> str:
+def fmt_value(v: float | None) -> str:
     if v is None:
         return "-"
     if isinstance(v, int):
@@ -160,7 +161,7 @@ def _fmt(v: float | None) -> str:
 
 def render(table: list[Row], markdown: bool, title: str) -> str:
     head = ["scope", "figure", "base", "new", "delta", "delta %"]
-    body = [[r.scope, r.figure, _fmt(r.base), _fmt(r.new), _fmt(r.delta) if r.delta is not None else "-",
+    body = [[r.scope, r.figure, fmt_value(r.base), fmt_value(r.new), fmt_value(r.delta) if r.delta is not None else "-",
              f"{r.percent:+.1f}%" if r.percent is not None and math.isfinite(r.percent) else "-"]
             for r in table]  # fmt: skip
     if markdown:

@@ -5,6 +5,10 @@ locust ... --prometheus-port 9646 --slo-preset seed --llm-summary-json results/s
 
 from __future__ import annotations
 
+import argparse
+from pathlib import Path
+
+from telemetry.compare import CompareError, load
 from telemetry.slo import PRESETS
 from workload.argtypes import (
     fraction,
@@ -31,6 +35,17 @@ LLM_PROGRESS_INTERVAL_DEFAULT = 10.0
 """--llm-progress-interval: seconds between live progress lines of a headless run (0 = off)."""
 ATTRIBUTION_WINDOW_DEFAULT = 10.0
 """--attribution-window: seconds per window of the report's time series and the spike attribution."""
+
+
+def summary_file(text: str) -> str:
+    """--llm-baseline: a summary JSON that exists and reads as one ("" = none)."""
+    if not text:
+        return text
+    try:
+        load(Path(text))
+    except CompareError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+    return text
 
 
 def add_arguments(parser) -> None:
@@ -86,6 +101,15 @@ def add_arguments(parser) -> None:
         help="Headless runs: print one progress line every SECONDS (stage, users, req/s, output tok/s, TTFT "
         "p50/p99, ITL p99, errors, server KV and waiting) over the last SECONDS; 0 = off "
         f"(default {LLM_PROGRESS_INTERVAL_DEFAULT:g})",
+    )
+    a(
+        "--llm-baseline",
+        type=summary_file,
+        metavar="PATH",
+        env_var="LOCUST_LLM_BASELINE",
+        default=None,
+        help="A previous run's summary JSON: the HTML report draws both runs on the same axes and adds the compare "
+        "table (python -m telemetry.compare)",
     )
     a(
         "--prometheus-port",

@@ -13,17 +13,18 @@ import logging
 import os
 from pathlib import Path
 
+from telemetry.compare import CompareError, load
 from telemetry.report.render import render
 
 log = logging.getLogger(__name__)
 
 
-def write_report(summary: dict, path: str) -> None:
+def write_report(summary: dict, path: str, baseline: dict | None = None) -> None:
     """Render and write atomically (a temp file then rename), creating the parent folder."""
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = target.with_name(f".{target.name}.tmp")
-    tmp.write_text(render(summary), encoding="utf-8")
+    tmp.write_text(render(summary, baseline=baseline), encoding="utf-8")
     os.replace(tmp, target)
 
 
@@ -37,8 +38,14 @@ class ReportSink:
         path = getattr(self.environment.parsed_options, "llm_report", None)
         if not path:
             return
+        base_path = getattr(self.environment.parsed_options, "llm_baseline", None)
         try:
-            write_report(summary, path)
+            baseline = load(Path(base_path)) if base_path else None
+        except CompareError as e:  # checked at start; gone or changed since: the report without it
+            log.error(f"--llm-baseline: {e}; the report is drawn without it")
+            baseline = None
+        try:
+            write_report(summary, path, baseline)
         except OSError as e:  # a bad path loses the report, not the run's exit code or other sinks
             log.error(f"--llm-report: could not write {path}: {e}")
             return

@@ -14,6 +14,7 @@ import time
 from collections.abc import Mapping
 from html import escape
 
+from telemetry.report.baseline import baseline_section
 from telemetry.report.sections import SECTIONS
 
 log = logging.getLogger(__name__)
@@ -65,7 +66,8 @@ footer { color:var(--mut); font-size:12px; padding:0 28px 24px; }
 """
 
 TITLES = {"overview": "Overview", "latency": "Latency", "stages": "Stages", "distributions": "Distributions",
-          "server": "Server", "slo": "SLO", "attribution": "Attribution", "versions": "Versions"}
+          "server": "Server", "slo": "SLO", "attribution": "Attribution", "versions": "Versions",
+          "baseline": "Baseline"}
 
 
 def _safe(name: str, fn, summary: Mapping) -> str:
@@ -77,9 +79,14 @@ def _safe(name: str, fn, summary: Mapping) -> str:
                 f"not be drawn from the summary ({escape(type(e).__name__)}: {escape(str(e))}).</p></section>")
 
 
-def render(summary: Mapping, *, title: str = "deepseek-locust report") -> str:
-    """The report for one summary dict (docs/summary.schema.json; missing parts are skipped or noted)."""
-    bodies = {name: _safe(name, fn, summary) for name, fn in SECTIONS.items()}
+def render(summary: Mapping, *, title: str = "deepseek-locust report", baseline: Mapping | None = None) -> str:
+    """The report for one summary dict (docs/summary.schema.json; missing parts are skipped or noted); with a
+    ``baseline`` summary (``--llm-baseline``), both runs on the same axes after the stages."""
+    bodies = {}
+    for name, fn in SECTIONS.items():
+        bodies[name] = _safe(name, fn, summary)
+        if name == "stages" and baseline is not None:
+            bodies["baseline"] = _safe("baseline", lambda s: baseline_section(s, baseline), summary)
     nav = "".join(f'<a href="#{n}">{escape(TITLES.get(n, n))}</a>' for n, b in bodies.items() if b)
     generated = time.strftime("%Y-%m-%d %H:%M:%S")
     sub = (f"{escape(str(summary.get('model') or '?'))} at {escape(str(summary.get('host', '?')))} · "

@@ -9,7 +9,7 @@ import subprocess
 
 import pytest
 
-from telemetry.compare import EXIT_BREACH, EXIT_USAGE, main, parse_fail_on
+from telemetry.compare import EXIT_BREACH, EXIT_USAGE, fmt_value, main, parse_fail_on
 from tests.support import LOCUST, PY, ROOT, Proc, free_port, wait_http
 
 
@@ -75,7 +75,7 @@ def test_parse_fail_on():
     assert not a.breached(100.0, 110.0) and a.breached(100.0, 110.5) and not a.breached(None, 500.0)
 
 
-def _run(tmp_path, name: str, time_scale: str) -> str:
+def _run(tmp_path, name: str, time_scale: str, *extra: str) -> str:
     port = free_port()
     summary = tmp_path / f"{name}.json"
     with Proc([PY, "-m", "server.sim", "--port", str(port), "--profile", "cpu-tiny", "--time-scale", time_scale],
@@ -84,7 +84,7 @@ def _run(tmp_path, name: str, time_scale: str) -> str:
         run = Proc([LOCUST, "-f", "locustfile.py", "--headless", "-u", "4", "-r", "4", "-t", "60s", "--host",
                     f"http://127.0.0.1:{port}", "--num-requests", "60", "--input-len", "fixed:256",
                     "--output-len", "fixed:8", "--only-summary", "--prometheus-port", "0",
-                    "--llm-summary-json", str(summary), "StreamingChatUser"], name=name)  # fmt: skip
+                    "--llm-summary-json", str(summary), *extra, "StreamingChatUser"], name=name)  # fmt: skip
         assert run.wait(90) == 0, run.output()[-2000:]
     return str(summary)
 
@@ -92,7 +92,8 @@ def _run(tmp_path, name: str, time_scale: str) -> str:
 @pytest.mark.slow
 def test_a_run_against_itself_passes_and_against_a_slower_server_fails(tmp_path):
     fast = _run(tmp_path, "fast", "1")
-    slow = _run(tmp_path, "slow", "0.25")  # every engine step takes 4x as long
+    report = tmp_path / "slow.html"
+    slow = _run(tmp_path, "slow", "0.25", "--llm-baseline", fast, "--llm-report", str(report))  # 4x slower steps
     same = subprocess.run([PY, "-m", "telemetry.compare", fast, fast, "--fail-on", "ttft_p99=+10%"],
                           capture_output=True, text=True, cwd=ROOT)  # fmt: skip
     assert same.returncode == 0, same.stdout + same.stderr
@@ -104,3 +105,19 @@ def test_a_run_against_itself_passes_and_against_a_slower_server_fails(tmp_path)
     base, new = (json.loads(open(p).read()) for p in (fast, slow))
     assert base["requests"]["total"] == new["requests"]["total"] == 60
     assert new["ttft_ms"]["p99"] > 1.1 * base["ttft_ms"]["p99"]
+    # the slower run's report draws the baseline on the same axes and carries the same compare rows
+    html = report.read_text()
+    assert 'id="baseline"' in html and "this run p99" in html and "baseline p99" in html
+    b99, n99 = fmt_value(base["ttft_ms"]["p99"]), fmt_value(new["ttft_ms"]["p99"])
+    row = f"<td>run</td><td>ttft_p99</td><td>{b99}</td><td>{n99}</td>"
+    assert row in html
+
+
+def test_a_bad_baseline_stops_locust_at_start(tmp_path):
+    (tmp_path / "junk.json").write_text("[1, 2]")
+    cases = ((tmp_path / "missing.json", "No such file"), (tmp_path / "junk.json", "not a deepseek-locust"))
+    for bad, message in cases:
+        run = subprocess.run([LOCUST, "-f", "locustfile.py", "--headless", "-t", "1s", "--llm-baseline", str(bad)],
+                             capture_output=True, text=True, cwd=ROOT, timeout=60)  # fmt: skip
+        assert run.returncode == 2 and message in run.stderr, run.stderr[-1000:]
+        assert "Traceback" not in run.stderr
