@@ -25,6 +25,7 @@ from collections.abc import Callable, Mapping
 from html import escape
 
 from flask import Blueprint, Response, request
+from locust.runners import MasterRunner
 
 from telemetry.report.fmt import num
 from telemetry.report.render import CSS
@@ -41,10 +42,12 @@ INDEX_ENDPOINT = "locust.index"
 POLL_MS = 2000
 CACHE_S = 1.0
 """Several viewers polling within this many seconds share one summary."""
-SETTLE_S = 4.0
+SETTLE_S = 2.0
 """While the run goes, windows ending less than this long ago are not drawn: a request is counted when it ends and
-reaches the merged store up to a report later (1 s locally, 3 s from a worker), so the newest windows would read
+reaches the merged store up to a report later (the local pump runs every second), so the newest windows would read
 low and the lines would dip at their right end."""
+SETTLE_MASTER_S = 4.0
+"""The same on a master: a worker reports every 3 s."""
 
 FIGURES: tuple[tuple[str, Callable[[Mapping], str | list[str]]], ...] = (
     ("latency", latency_timeline),
@@ -123,12 +126,13 @@ COCKPIT_JS = """(function () {
 """
 
 
-def settled(summary: Mapping, final: bool) -> Mapping:
-    """``summary`` with the client windows that may still be filling left out (none after the run: ``final``)."""
+def settled(summary: Mapping, final: bool, lag_s: float = SETTLE_S) -> Mapping:
+    """``summary`` with the client windows that may still be filling (ending less than ``lag_s`` ago) left out;
+    all of them after the run (``final``)."""
     ts = summary.get("timeseries")
     if final or not isinstance(ts, Mapping) or not isinstance(summary.get("duration_s"), int | float):
         return summary
-    cut = summary["duration_s"] - SETTLE_S
+    cut = summary["duration_s"] - lag_s
     client = [w for w in ts.get("client") or [] if isinstance(w, Mapping) and w.get("end_s", cut + 1) <= cut]
     return {**summary, "timeseries": {**ts, "client": client}}
 
@@ -206,7 +210,8 @@ class ChartsPage:
         view = stage_view(progress, live, summary, getattr(runner, "user_count", None),
                           getattr(runner, "state", None))  # fmt: skip
         figures = []
-        drawing = settled(summary, final is not None)
+        lag = SETTLE_MASTER_S if isinstance(runner, MasterRunner) else SETTLE_S
+        drawing = settled(summary, final is not None, lag)
         for fid, draw in FIGURES:
             drawn = draw(drawing)
             for i, svg in enumerate([drawn] if isinstance(drawn, str) else drawn):

@@ -1,10 +1,10 @@
 """The cockpit in a real Locust web UI, driven by headless Chromium against the simulator (issue #19's "must show").
 
-A concurrency sweep (1, 2, 4 users; 5 s stages) is started from the web form — the sweep fields prefilled from
+A concurrency sweep (1, 2, 4 users; 8 s stages) is started from the web form — the sweep fields prefilled from
 LOCUST_* variables, as a person would type them. The LLM tab then shows the live charts (an iframe of /llm/charts
 under the tab's table) and the stage view; between two polls the charts' lines gain data points, and the chart
 against load appears once two stages are measured. Every entry of the Download Data tab answers 200 with its
-content type during the run and after it. Screenshot: docs/img/llm-cockpit.png.
+content type during the run and after it. Screenshot: results/webui/llm-cockpit.png (docs/img/ holds one).
 """
 
 from __future__ import annotations
@@ -20,7 +20,8 @@ from tests.support import LOCUST, PY, ROOT, Proc, free_port, wait_http
 from tests.webui.chromium import chromium, open_llm_tab, require_chromium, start_from_ui, wait_for
 
 pytestmark = pytest.mark.slow
-SHOT = ROOT / "docs" / "img" / "llm-cockpit.png"
+SHOT = ROOT / "results" / "webui" / "llm-cockpit.png"
+"""docs/img/llm-cockpit.png is a copy of one (a test run does not rewrite a tracked file)."""
 
 POINTS = """
 var out = {};
@@ -62,6 +63,19 @@ def _in_cockpit(driver) -> dict | None:
         driver.switch_to.default_content()
 
 
+def _frames(driver) -> list[str]:
+    """What the tab holds, for a failure message: each frame's src and the start of its text."""
+    driver.switch_to.default_content()
+    out = [f"{driver.current_url} tables={len(driver.find_elements('css selector', 'table'))} "
+           f"page={driver.execute_script('return document.body.innerText')!r:.300}"]
+    for f in driver.find_elements("css selector", "iframe"):
+        src = f.get_attribute("src")
+        driver.switch_to.frame(f)
+        out.append(f"{src}: {driver.execute_script('return document.body ? document.body.innerText : null')!r:.400}")
+        driver.switch_to.default_content()
+    return out
+
+
 def _fetch_all(urls: dict[str, str]) -> dict[str, tuple[int, str, bytes]]:
     out = {}
     for name, url in urls.items():
@@ -77,7 +91,7 @@ def test_sweep_from_the_form_draws_live_charts_and_serves_downloads(tmp_path):
                 "deepseek-v2-lite-a100"]  # fmt: skip
     env = {"PYTHONPATH": str(ROOT), "LOCUST_PROMETHEUS_PORT": "0", "LOCUST_INPUT_LEN": "fixed:128",
            "LOCUST_OUTPUT_LEN": "fixed:48", "LOCUST_SHAPE": "concurrency-sweep", "LOCUST_SWEEP_USERS": "1,2,4",
-           "LOCUST_STAGE_DURATION": "5", "LOCUST_STAGE_WARMUP": "0", "LOCUST_ATTRIBUTION_WINDOW": "1",
+           "LOCUST_STAGE_DURATION": "8", "LOCUST_STAGE_WARMUP": "0", "LOCUST_ATTRIBUTION_WINDOW": "1",
            "LOCUST_SERVER_METRICS_INTERVAL": "0.5"}  # fmt: skip
     with Proc(sim_argv, name="sim") as sim:
         wait_http(f"http://127.0.0.1:{sim_port}/health", timeout=60, proc=sim)
@@ -92,10 +106,11 @@ def test_sweep_from_the_form_draws_live_charts_and_serves_downloads(tmp_path):
             wait_for(lambda: driver.find_elements("css selector", "iframe#llm-cockpit"), 20,
                      "the live charts inside the LLM tab")  # fmt: skip
             try:
-                first = wait_for(lambda: (d := _in_cockpit(driver)) and d["points"].get("latency") and d, 60,
+                first = wait_for(lambda: (d := _in_cockpit(driver)) and d["points"].get("latency") and d, 90,
                                  "the latency chart drawn with data")  # fmt: skip
             except AssertionError as e:
-                raise AssertionError(f"{e}\n--- locust log ---\n{proc.output()[-3000:]}") from None
+                raise AssertionError(f"{e}\n--- frames: {_frames(driver)}\n--- locust log ---\n"
+                                     f"{proc.output()[-3000:]}") from None
             later = wait_for(
                 lambda: (d := _in_cockpit(driver)) and d["polls"] >= first["polls"] + 2
                 and d["points"]["latency"] > first["points"]["latency"]
@@ -119,7 +134,7 @@ def test_sweep_from_the_form_draws_live_charts_and_serves_downloads(tmp_path):
             for name, (status, ctype, _body) in during.items():
                 assert (status, ctype) == (200, TYPES[name]), (name, status, ctype)
             n_during = json.loads(during["summary.json"][2])["requests"]["total"]
-            # the sweep ends by itself (3 stages of 5 s); then the files hold the final run
+            # the sweep ends by itself (3 stages of 8 s); then the files hold the final run
             wait_for(lambda: json.loads(urllib.request.urlopen(web + "/stats/requests", timeout=10).read())["state"]
                      == "stopped", 60, "the sweep to end")  # fmt: skip
             after = _fetch_all({k: urls[k] for k in TYPES})
