@@ -103,6 +103,16 @@ def add_arguments(parser) -> None:
         f"(default {LLM_PROGRESS_INTERVAL_DEFAULT:g})",
     )
     a(
+        "--gpu-metrics-url",
+        type=url_or_off,
+        metavar="URL",
+        env_var="LOCUST_GPU_METRICS_URL",
+        default=None,
+        include_in_web_ui=False,
+        help="The server host's GPU metrics (python -m server.gpu_exporter, or NVIDIA's DCGM exporter): the summary's "
+        "server_env.gpu names each GPU with its memory total and the peak memory used during the run",
+    )
+    a(
         "--llm-baseline",
         type=summary_file,
         metavar="PATH",

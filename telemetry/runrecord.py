@@ -169,6 +169,87 @@ def fetch_block_size(metrics: str | None, headers: dict[str, str] | None = None)
     return block_size({"cache_config": cc})
 
 
+GPU_USED = ("gpu_memory_used_bytes", "DCGM_FI_DEV_FB_USED")
+GPU_TOTAL = ("gpu_memory_total_bytes",)
+GPU_FREE = ("DCGM_FI_DEV_FB_FREE",)
+MIB = 1024 * 1024
+
+
+def parse_gpu_metrics(text: str) -> dict[str, dict]:
+    """Per GPU (label ``gpu``): name, memory used and total in bytes, from server/gpu_exporter.py's metrics or
+    NVIDIA DCGM exporter's (``DCGM_FI_DEV_FB_USED``/``_FREE`` in MiB, ``modelName``)."""
+    gpus: dict[str, dict] = {}
+    for fam in text_string_to_metric_families(text):
+        for sample in fam.samples:
+            labels = sample.labels
+            gid = str(labels.get("gpu", labels.get("GPU_I_ID", "0")))
+            g = gpus.setdefault(gid, {"name": None, "used": None, "total": None, "free": None})
+            g["name"] = g["name"] or labels.get("name") or labels.get("modelName")
+            dcgm = sample.name.startswith("DCGM_")
+            value = sample.value * (MIB if dcgm else 1)
+            if sample.name in GPU_USED:
+                g["used"] = value
+            elif sample.name in GPU_TOTAL:
+                g["total"] = value
+            elif sample.name in GPU_FREE:
+                g["free"] = value
+    for g in gpus.values():
+        if g["total"] is None and g["used"] is not None and g["free"] is not None:
+            g["total"] = g["used"] + g["free"]
+    return {k: g for k, g in gpus.items() if g["used"] is not None}
+
+
+class GpuWatch:
+    """``--gpu-metrics-url``: the GPUs' names and memory totals, and the peak memory used during the run (the
+    article's "VRAM residency"), polled every ``interval_s``; ``record()`` is the summary's ``server_env.gpu``."""
+
+    def __init__(self, url: str, interval_s: float) -> None:
+        self.url, self.interval_s = url, interval_s
+        self.gpus: dict[str, dict] = {}
+        self.scrapes = 0
+        self.errors = 0
+        self.last_error: str | None = None
+        self._g: gevent.Greenlet | None = None
+
+    def start(self) -> GpuWatch:
+        self._g = gevent.spawn(self._run)
+        return self
+
+    def stop(self) -> None:
+        g, self._g = self._g, None
+        if g is not None:
+            g.kill(block=False)
+
+    def _run(self) -> None:
+        while True:
+            self.scrape_once()
+            gevent.sleep(self.interval_s)
+
+    def scrape_once(self) -> None:
+        try:
+            now = parse_gpu_metrics(_get(self.url, {}).decode("utf-8", errors="replace"))
+        except Exception as e:  # noqa: BLE001 — counted and named in the record
+            self.errors += 1
+            self.last_error = f"{type(e).__name__}: {e}"
+            return
+        self.scrapes += 1
+        for gid, g in now.items():
+            seen = self.gpus.setdefault(gid, {"gpu": gid, "name": g["name"], "memory_total_bytes": g["total"],
+                                              "memory_used_start_bytes": g["used"], "memory_used_peak_bytes": 0.0})
+            seen["memory_used_peak_bytes"] = max(seen["memory_used_peak_bytes"], g["used"])
+            seen["memory_total_bytes"] = g["total"] if g["total"] is not None else seen["memory_total_bytes"]
+
+    def record(self) -> dict:
+        def whole(v: float | None) -> int | None:
+            return None if v is None else int(v)
+
+        gpus = [{**g, **{k: whole(g[k]) for k in ("memory_total_bytes", "memory_used_start_bytes",
+                                                   "memory_used_peak_bytes")}}
+                for _gid, g in sorted(self.gpus.items())]  # fmt: skip
+        return {"url": self.url, "gpus": gpus, "scrapes": self.scrapes, "scrape_failures": self.errors,
+                "last_error": self.last_error}  # fmt: skip
+
+
 class RunRecorder:
     """Captures what only the live process knows (start workers, server answers) and fills both sections."""
 
@@ -177,9 +258,11 @@ class RunRecorder:
         self.server_env: dict | None = None
         self.hosts: list[str] = []
         self._g: gevent.Greenlet | None = None
+        self.gpu: GpuWatch | None = None
 
     def register(self) -> RunRecorder:
         self.environment.events.test_start.add_listener(self._on_test_start)
+        self.environment.events.test_stop.add_listener(self._on_test_stop)
         hooks = self.environment.llm_telemetry.hooks
         hooks.add_section("run", self.run_section)
         hooks.add_section("server_env", lambda _view, _summary: self.server_env_now())
@@ -194,13 +277,24 @@ class RunRecorder:
             self.hosts = [socket.gethostname()]
         host = self.environment.host
         self.server_env = None
+        options = self.environment.parsed_options
+        self._on_test_stop()
+        self.gpu = None
+        gpu_url = getattr(options, "gpu_metrics_url", None)
+        if gpu_url and str(gpu_url).lower() != "off":
+            interval = float(getattr(options, "server_metrics_interval", None) or 2.0)
+            self.gpu = GpuWatch(gpu_url, interval).start()
         if not host:
             return
-        options = self.environment.parsed_options
         murl = metrics_url(getattr(options, "server_metrics_url", None), host)
         key = api_key_of(options)
         headers = {"Authorization": f"Bearer {key}"} if key else {}
         self._g = gevent.spawn(self._read, host, murl, headers)
+
+    def _on_test_stop(self, environment=None, **_kw) -> None:
+        if self.gpu is not None:
+            self.gpu.stop()
+            self.gpu.scrape_once()  # the last reading: a peak in the final seconds counts
 
     def _read(self, host: str, murl: str | None, headers: dict[str, str]) -> None:
         # urllib blocks this greenlet only (gevent-patched sockets under Locust)
@@ -209,7 +303,9 @@ class RunRecorder:
     def server_env_now(self) -> dict | None:
         if self._g is not None:
             self._g.join(timeout=10)
-        return self.server_env
+        if self.server_env is None:
+            return None
+        return {**self.server_env, "gpu": self.gpu.record() if self.gpu is not None else None}
 
     def run_section(self, view: RunView, summary: dict) -> dict:
         env = self.environment

@@ -236,3 +236,55 @@ def test_server_quantiles_in_the_first_or_open_bucket_are_reported_as_the_bucket
     assert q["p95"] == pytest.approx(300 + 200 * (95 - 90) / 8) and q["bucket"]["p95"] == [300.0, 500.0]
     assert q["p99"] is None and q["bucket"]["p99"] == [1000.0, None]
     assert q["mean"] == pytest.approx((90 * 0.035 + 8 * 0.4 + 2 * 2) / 100 * 1000)
+
+
+GIB = 1024**3
+
+
+def test_gpu_metrics_url_records_name_total_and_peak_memory(sim, tmp_path):
+    """The server host's GPU exporter (server/gpu_exporter.py's metric names; this box has no GPU, so a stand-in
+    serves them): memory used 1, 3, then 2 GiB — the summary holds the start, the 3 GiB peak and the total."""
+    import http.server
+    import threading
+
+    served = [1, 3]
+
+    class Exporter(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802
+            used = served.pop(0) if served else 2
+            body = (f'gpu_memory_used_bytes{{gpu="0",name="NVIDIA H200"}} {used * GIB}\n'
+                    f'gpu_memory_total_bytes{{gpu="0",name="NVIDIA H200"}} {141 * GIB}\n').encode()  # fmt: skip
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *_a):
+            pass
+
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Exporter)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    summary = tmp_path / "s.json"
+    try:
+        run = Proc([LOCUST, "-f", "locustfile.py", "--headless", "-u", "1", "-r", "1", "-t", "4s", "--host", sim,
+                    "--gpu-metrics-url", f"http://127.0.0.1:{httpd.server_address[1]}/metrics",
+                    "--server-metrics-interval", "1", "--llm-summary-json", str(summary), *LOAD,
+                    "StreamingChatUser"], name="locust")  # fmt: skip
+        assert run.wait(60) == 0, run.output()[-2000:]
+    finally:
+        httpd.shutdown()
+    s = json.loads(summary.read_text())
+    jsonschema.Draft202012Validator(SCHEMA).validate(s)
+    gpu = s["server_env"]["gpu"]
+    assert gpu["scrapes"] >= 3 and gpu["scrape_failures"] == 0
+    assert gpu["gpus"] == [{"gpu": "0", "name": "NVIDIA H200", "memory_total_bytes": 141 * GIB,
+                            "memory_used_start_bytes": 1 * GIB, "memory_used_peak_bytes": 3 * GIB}]  # fmt: skip
+
+
+def test_dcgm_exporter_metrics_parse():
+    from telemetry.runrecord import parse_gpu_metrics
+
+    page = ('DCGM_FI_DEV_FB_USED{gpu="0",UUID="GPU-1",modelName="NVIDIA H100 80GB HBM3"} 1024\n'
+            'DCGM_FI_DEV_FB_FREE{gpu="0",UUID="GPU-1",modelName="NVIDIA H100 80GB HBM3"} 80000\n')  # fmt: skip
+    assert parse_gpu_metrics(page) == {"0": {"name": "NVIDIA H100 80GB HBM3", "used": 1024 * 1024**2,
+                                             "free": 80000 * 1024**2, "total": 81024 * 1024**2}}  # fmt: skip
