@@ -61,7 +61,9 @@ def test_the_key_reaches_the_server_and_no_output_of_the_run(tmp_path):
         form = {"user_count": "2", "spawn_rate": "2", "host": host, "api_key": "", "input_len": "fixed:16"}
         seen["form answer"] = _get(f"{base}/swarm", urllib.parse.urlencode(form).encode())
         time.sleep(3)
-        for route in ("/llm/live", "/llm/live.csv", "/llm/metrics", "/llm/report", "/stats/requests", "/"):
+        routes = ("/llm/live", "/llm/live.csv", "/llm/metrics", "/llm/report", "/llm/client-load", "/stats/requests",
+                  "/logs", "/")
+        for route in routes:
             try:
                 seen[route] = _get(base + route)
             except urllib.error.HTTPError as e:
@@ -74,6 +76,7 @@ def test_the_key_reaches_the_server_and_no_output_of_the_run(tmp_path):
         ui.wait(30)
         log = ui.output()
     assert json.loads(seen["form answer"])["success"] is True, seen["form answer"]
+    assert list(json.loads(seen["/llm/client-load"])["workers"]) == ["local"], seen["/llm/client-load"]
     # a blank secret field keeps the key given at start: every request carried it
     assert set(auth) == {f"Bearer {KEY}"} and auth[f"Bearer {KEY}"] >= 5, auth
     files = _files(out_dir)
