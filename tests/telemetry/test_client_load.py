@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import time
+import urllib.request
 
 import gevent
 import jsonschema
@@ -77,3 +78,31 @@ def test_starved_worker_is_reported_client_bound(tmp_path):
     assert row["why"].startswith("event-loop lag p99 "), row
     assert out.count(f"client-bound: {wid} event-loop lag p99") == 1, out[-3000:]  # live, once
     assert f"LLM timings are client-bound on {wid}: " in out and "add --processes N" in out
+
+
+@pytest.mark.slow
+def test_starved_local_run_says_so_in_the_web_ui(tmp_path):
+    # a local run with the web UI: /llm/client-load has the verdict and the Logs tab (/logs) the warning, live
+    port, srv_port = free_port(), free_port()
+    host, web = f"http://127.0.0.1:{srv_port}", f"http://127.0.0.1:{port}"
+    server = Proc([PY, "-m", "tests.users.hostile_server", "--port", str(srv_port), "--modes", "ok"], name="hostile")
+    ui = Proc([LOCUST, "-f", "tests/telemetry/hog_locustfile.py", "--web-host", "127.0.0.1", "--web-port", str(port),
+               "--autostart", "-u", "3", "-r", "3", "--host", host, "--prometheus-port", "0", "--server-metrics-url",
+               "off", "--input-len", "fixed:16", "--output-len", "fixed:8", "StreamingChatUser", "CpuHogUser"],
+              name="webui", env={"LLM_TEST_RESULTS": str(tmp_path / "r.jsonl")})  # fmt: skip
+    with server, ui:
+        wait_http(f"{host}/health", proc=server)
+        wait_http(f"{web}/", proc=ui, timeout=60)
+
+        def get(path: str):
+            with urllib.request.urlopen(web + path, timeout=10) as r:
+                return json.loads(r.read())
+
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and not get("/llm/client-load")["client_bound"]:
+            time.sleep(0.5)
+        s = get("/llm/client-load")
+        logs = get("/logs")["master"]
+    assert s["client_bound"] is True and s["bound"] == ["local"], s
+    warned = [line for line in logs if "client-bound: local event-loop lag p99" in line]
+    assert len(warned) == 1 and "add --processes N" in warned[0], logs[-10:]
