@@ -180,6 +180,9 @@ CLIENT_METRICS: tuple[ClientMetric, ...] = (
         panel_help="Gap between the first and the second token-bearing chunk (AIPerf's TTST): the first decode "
         "step after prefill, as the client sees it.",
     ),
+    ClientMetric(  # the tokenizer layer of the P99 attribution (telemetry/attribution/decompose.py): before t0
+        "prompt_build", "prompt build", attrgetter("prompt_build_s"), per_stage=True, report_stage=("p99",),
+    ),
     ClientMetric(  # TTFT's buckets and flags; for a model without reasoning it equals TTFT
         "ttfa", "TTFA", attrgetter("ttfa_s"),
         prom_name="llm_time_to_first_answer_token_seconds",
@@ -198,9 +201,6 @@ CLIENT_METRICS: tuple[ClientMetric, ...] = (
         bounds=VLLM_REQUEST, per_stage=True, versions=True, distribution=True, report_stage=("p50",),
         panel="p99", panel_title="Thinking span p99",
         panel_help="First answer token minus first reasoning token, per request (R1-style reasoning).",
-    ),
-    ClientMetric(  # the tokenizer layer of the P99 attribution (telemetry/attribution/decompose.py): before t0
-        "prompt_build", "prompt build", attrgetter("prompt_build_s"), per_stage=True, report_stage=("p99",),
     ),
 )
 """Every client metric, in display order."""

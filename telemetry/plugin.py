@@ -398,7 +398,7 @@ class MasterRole(SummarizingRole):
         except Exception as e:  # a malformed report is dropped with a line, the run goes on
             log.error(f"dropped an LLM report from worker {client_id}: {type(e).__name__}: {e}")
         lines = (data or {}).get(REQUESTS_KEY)
-        if self.request_log is not None and isinstance(lines, list):
+        if self.request_log is not None:
             self.request_log.write(lines, self.environment.runner.get_worker_index(str(client_id)))
 
     def collect_last(self) -> None:

@@ -81,8 +81,12 @@ class RequestLog:
         except OSError as e:
             self._fail(e)
 
-    def write(self, records: list[dict], worker: int | None) -> None:
-        if self._f is None:
+    def write(self, records: object, worker: int | None) -> None:
+        """Append ``records`` (a worker's report: a list of dicts, or None when it had none) tagged with ``worker``."""
+        if self._f is None or records is None:
+            return
+        if not isinstance(records, list):  # a malformed report: dropped with a line, the run goes on
+            log.error(f"--llm-requests-jsonl: dropped a report from worker {worker}: not a list of request records")
             return
         try:
             for rec in records:

@@ -23,12 +23,12 @@ NAME = "llm_time_to_second_token_seconds"
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
-    """Stage a: second chunks 20..39 ms after the first; stage b: 100 ms; a one-chunk request has no TTST."""
+    """Stage a: second chunks 20.2..39.2 ms after the first (off the bucket bounds: no float lands on one); stage b: 100 ms; a one-chunk request has no TTST."""
     env, hub, role = local_env()
     role.on_test_start()
     env.llm_stage_board.set(Stage("a", index=0, users=1))
     for i in range(20):
-        gaps = np.array([0.020 + 0.001 * i, 0.005, 0.005])
+        gaps = np.array([0.0202 + 0.001 * i, 0.005, 0.005])
         fire(env, make_result(ttft=0.3, itl=gaps, tokens=4, stage="a"))
     fire(env, make_result(ttft=0.3, tokens=1, stage="a"))  # one chunk: no second token
     env.llm_stage_board.set(Stage("b", index=1, users=2))
@@ -47,7 +47,7 @@ def test_summary_top_level_and_per_stage(run):
     assert s["ttst_ms"]["count"] == 30  # the one-chunk request gave no sample
     assert s["ttst_ms"]["max"] == pytest.approx(100.0, rel=0.01) and s["ttst_ms"]["p50"] == pytest.approx(34, rel=0.02)
     a, b = s["stages"]
-    assert a["ttst_ms"]["count"] == 20 and a["ttst_ms"]["p50"] == pytest.approx(29.0, rel=0.01)  # 20..39 ms: rank 9
+    assert a["ttst_ms"]["count"] == 20 and a["ttst_ms"]["p50"] == pytest.approx(29.0, rel=0.01)  # 20.2..39.2 ms: rank 9
     assert b["ttst_ms"]["count"] == 10 and b["ttst_ms"]["p99"] == pytest.approx(100.0, rel=0.01)
     assert s["histograms"]["ttst"]["count"] == 30
 
@@ -72,9 +72,9 @@ def test_exporter_histogram_on_itl_buckets(run):
     reg = Exporter(run["hub"].view, port=0).registry
     a = {"user_class": "SynthUser", "stage": "a"}
     assert reg.get_sample_value(f"{NAME}_count", a) == 20
-    assert reg.get_sample_value(f"{NAME}_bucket", {**a, "le": "0.025"}) == 6  # 20..25 ms
+    assert reg.get_sample_value(f"{NAME}_bucket", {**a, "le": "0.025"}) == 5  # 20.2 .. 24.2 ms
     assert reg.get_sample_value(f"{NAME}_bucket", {**a, "le": "0.0075"}) == 0  # ITL's sub-10 ms buckets are there
-    assert reg.get_sample_value(f"{NAME}_sum", a) == pytest.approx(sum(0.020 + 0.001 * i for i in range(20)))
+    assert reg.get_sample_value(f"{NAME}_sum", a) == pytest.approx(sum(0.0202 + 0.001 * i for i in range(20)))
     p50 = reg.get_sample_value("llm_latency_quantile_seconds", {"metric": "ttst", "quantile": "0.5"})
     assert p50 == pytest.approx(run["summary"]["ttst_ms"]["p50"] / 1000)
     assert BY_KEY["ttst"].bounds == BY_KEY["itl"].bounds
