@@ -113,18 +113,21 @@ def url_or_off(text: str) -> str:
 
 
 def output_path(text: str) -> str:
-    """A file (or file-name prefix) the run will write at its end: its folder must exist and be writable, and it
-    must not be a folder itself, so a typo fails at start and not after an hour of load. Empty: not set."""
+    """A file (or file-name prefix) the run will write at its end: not a folder itself, and either in a writable
+    folder or under one (the writers create missing folders, as ``mkdir -p``), so a typo fails at start and not
+    after an hour of load. Empty: not set."""
     if not text:
         return text
     path = Path(str(text)).expanduser()
-    folder = path.parent
     if path.is_dir():
         raise reject("a file path, not a folder", text)
-    if not folder.is_dir():
-        raise reject(f"a path in an existing folder ({str(folder)!r} does not exist)", text)
-    if not os.access(folder, os.W_OK | os.X_OK) or (path.exists() and not os.access(path, os.W_OK)):
-        raise reject(f"a writable path ({str(path if path.exists() else folder)!r} is not writable)", text)
+    base = path.parent
+    while not base.exists() and base != base.parent:  # the nearest existing ancestor decides
+        base = base.parent
+    if not base.is_dir():
+        raise reject(f"a path under a folder ({str(base)!r} is a file)", text)
+    if not os.access(base, os.W_OK | os.X_OK) or (path.exists() and not os.access(path, os.W_OK)):
+        raise reject(f"a writable path ({str(path if path.exists() else base)!r} is not writable)", text)
     return str(text)
 
 

@@ -27,9 +27,9 @@ def test_bad_start_options_are_one_line_each_and_nothing_runs(tmp_path):
                               "argument --tokenizer: unknown tokenizer '/nonexistent/tokenizer.json'"),
         "route-overlap": (["--route-table", "a=http://a:8000@0-59,b=http://b:8000@50-99"],
                           "bucket 50 is in both 'a' and 'b'"),
-        "summary-no-folder": (["--llm-summary-json", "/nonexistent-dir/s.json"],
-                              "argument --llm-summary-json: expected a path in an existing folder "
-                              "('/nonexistent-dir' does not exist), got '/nonexistent-dir/s.json'"),
+        "summary-under-a-file": (["--llm-summary-json", str(prompts / "s.json")],
+                                 "argument --llm-summary-json: expected a path under a folder "
+                                 f"('{prompts}' is a file), got '{prompts / 's.json'}'"),
         "summary-is-a-folder": (["--llm-summary-json", str(tmp_path)],
                                 f"argument --llm-summary-json: expected a file path, not a folder, got '{tmp_path}'"),
     }  # fmt: skip

@@ -69,8 +69,10 @@ def test_output_path_fails_at_start_for_a_file_the_run_could_not_write_at_its_en
     assert t.output_path(str(tmp_path / "s.json")) == str(tmp_path / "s.json")
     assert t.output_path(str(tmp_path / "run")) == str(tmp_path / "run")  # a --llm-csv prefix
     assert t.output_path("") == ""  # not set
+    assert t.output_path(str(tmp_path / "new" / "deeper" / "s.json"))  # missing folders: the writers create them
+    (tmp_path / "plain").write_text("")
     refused = {
-        str(tmp_path / "no" / "s.json"): f"expected a path in an existing folder ({str(tmp_path / 'no')!r} does not",
+        str(tmp_path / "plain" / "s.json"): f"expected a path under a folder ({str(tmp_path / 'plain')!r} is a file)",
         str(tmp_path): "expected a file path, not a folder",
     }
     for text, says in refused.items():
