@@ -39,7 +39,7 @@ from workload.argtypes import (
     url_or_off,
 )
 from workload.lengths import parse_spec
-from workload.tokenizers import DEFAULT_TOKENIZER, TokenizerNotFound, load_tokenizer
+from workload.tokenizers import AUTO, TokenizerNotFound, choose_tokenizer, load_tokenizer
 
 log = logging.getLogger("server.sim")
 
@@ -81,7 +81,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--profile", default=DEFAULT_PROFILE,
                    help=f"profile name ({', '.join(available())}) or path to a profile .json")
     p.add_argument("--served-model-name", help="model id served (default: the profile's)")
-    p.add_argument("--tokenizer", default=DEFAULT_TOKENIZER, help="bundled tokenizer name or path to tokenizer.json")
+    p.add_argument("--tokenizer", default=AUTO,
+                   help="bundled tokenizer name or path to tokenizer.json; auto (default): the served model's, as vLLM "
+                   "loads the model's own (DeepSeek-V2-Lite -> deepseek-v2), the users' default for an unknown one")
     engine = p.add_argument_group("engine (vLLM's flags; default: the profile's)")
     engine.add_argument("--max-num-seqs", type=positive_int, help="most sequences running in one step")
     engine.add_argument("--max-num-batched-tokens", type=positive_int,
@@ -182,15 +184,24 @@ def settings_from_args(a: argparse.Namespace) -> SimSettings:
         sched = SchedulerConfig(decode_width=width, spec_accept_rate=accept, **eng)
     except TypeError as e:
         raise UsageError(f"profile {profile.name}: {e}") from None
+    model_name = a.served_model_name or profile.served_model_name
     otlp = a.otlp_traces_endpoint if a.otlp_traces_endpoint and a.otlp_traces_endpoint.lower() != "off" else None
     return SimSettings(
         otlp_traces_endpoint=otlp,
-        host=a.host, port=a.port, profile=profile, model_name=a.served_model_name or profile.served_model_name,
-        tokenizer=a.tokenizer, sched=sched, time_scale=a.time_scale,
+        host=a.host, port=a.port, profile=profile, model_name=model_name,
+        tokenizer=_tokenizer(a.tokenizer, model_name), sched=sched, time_scale=a.time_scale,
         eos_probability=profile.eos_probability if a.eos_probability is None else a.eos_probability,
         seed=a.seed, legacy_metrics=a.legacy_metrics, fault_rate=a.fault_rate, fault_kinds=a.fault_kinds,
         batch_cap_at=a.batch_cap_at, notes=notes, reasoning=a.reasoning, reasoning_field=a.reasoning_field,
     )
+
+
+def _tokenizer(option: str, model_name: str) -> str:
+    """``--tokenizer`` as given, or for auto the one the users' ``--tokenizer auto`` picks for the served model."""
+    chosen = choose_tokenizer(option, model_name)
+    if chosen.source == "fallback":
+        log.info(f"model {model_name!r} has no bundled tokenizer: counting with {chosen.name} (--tokenizer to choose)")
+    return chosen.name
 
 
 def build_app(s: SimSettings) -> tuple[SimApp, Engine]:

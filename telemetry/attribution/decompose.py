@@ -86,9 +86,10 @@ def decompose(
             f"client TTFT mean {_fmt(c)} ms = server queue {_fmt(queue)} + prefill {_fmt(prefill)}"
             f" + other server {_fmt(other)} + network & client {_fmt(network)} ms"
         )
-        if excess:
+        shown = {k: v for k, v in excess.items() if round(v) >= 1}  # below the statement's 1 ms: excess_ms only
+        if shown:
             statement += " (the server's means exceed the client's by " + ", ".join(
-                f"{_fmt(v)} ms in {k.replace('_', ' & ' if k == 'network_client' else ' ')}" for k, v in excess.items()
+                f"{_fmt(v)} ms in {k.replace('_', ' & ' if k == 'network_client' else ' ')}" for k, v in shown.items()
             ) + ": its histograms count requests this client's figures do not; read as 0)"
     build = _mean(out["prompt_build_client_ms"])
     if build is not None:

