@@ -292,6 +292,12 @@ def _arrivals(times: list[float]) -> np.ndarray:
     return a
 
 
+def _restamped(t: float | None, times: list[float], arrivals: np.ndarray) -> float | None:
+    """A tally stamp taken from the first chunk follows that chunk's bound (:func:`_arrivals`): TTFA == TTFT
+    when the answer starts in the first chunk."""
+    return float(arrivals[0]) if t is not None and times and t == times[0] else t
+
+
 def _base(call: Call, t0: float, t_sent: float, wall: float) -> dict:
     return {
         "user_class": call.user_class,
@@ -334,18 +340,19 @@ def _stream_result(call, tally: StreamTally, t0, t_sent, t_end, wall, count_text
     else:
         output = count_text("".join(tally.texts)) if count_text else tally.out
         source = "tokenizer" if count_text else "chunks"
+    arrivals = _arrivals(tally.times)
     return GenerationResult(
         ok=True,
         error_kind=None,
         error_message=None,
         t_end=t_end,
-        chunk_times=_arrivals(tally.times),
+        chunk_times=arrivals,
         chunk_tokens=np.asarray(tally.ks, dtype=np.int64),
         output_tokens=output,
         prompt_tokens=tally.prompt_tokens if tally.prompt_tokens is not None else call.prompt_tokens_client,
         token_source=source,
-        t_reasoning=tally.t_reason,
-        t_answer=tally.t_answer,
+        t_reasoning=_restamped(tally.t_reason, tally.times, arrivals),
+        t_answer=_restamped(tally.t_answer, tally.times, arrivals),
         reasoning_tokens=min(tally.reasoning_tokens(count_text), output),
         **_base(call, t0, t_sent, wall),
     )

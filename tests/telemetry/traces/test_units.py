@@ -134,3 +134,15 @@ def test_a_first_chunk_stamped_late_is_bounded_by_the_next_arrival():
     assert _arrivals([5.0, 3.0, 4.0]).tolist() == [3.0, 3.0, 4.0]
     assert _arrivals([1.0, 2.0]).tolist() == [1.0, 2.0] and _arrivals([7.0]).tolist() == [7.0]
     assert _arrivals([]).size == 0
+
+
+def test_the_answer_and_reasoning_stamps_follow_the_first_chunks_bound():
+    """A first chunk stamped late carries TTFA with it: the answer (or the reasoning) starting in that chunk
+    takes the bounded stamp, so TTFA == TTFT and the span's first_answer_token event is not a second, later
+    first token; a later chunk's stamp is left alone."""
+    from users.client import _arrivals, _restamped
+
+    times = [5.0, 3.0, 4.0]
+    a = _arrivals(times)
+    assert _restamped(5.0, times, a) == 3.0 and _restamped(4.0, times, a) == 4.0
+    assert _restamped(None, times, a) is None and _restamped(None, [], _arrivals([])) is None
