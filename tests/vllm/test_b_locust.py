@@ -60,8 +60,10 @@ def check_requests(run: LocustRun, batch: int = 1) -> dict:
     assert s["tokens"]["source"] == "usage"
     assert s["tokens"]["output"] == req["ok"] * OUTPUT * batch
     # the run lasted -t plus the tail of the last requests, within the test's own clock around the processes;
-    # throughput is the output tokens over that duration
-    assert SECONDS - 0.5 <= s["duration_s"] <= run.wall_s, (s["duration_s"], run.wall_s)
+    # throughput is the output tokens over that duration. Locust arms its -t timer before test_start's listeners
+    # run (the tokenizer is chosen and loaded there; CI measured 0.62 s on a busy box beside the engine), and
+    # the summary counts from test_start, when users begin: up to 2 s of -t pass before it
+    assert SECONDS - 2 <= s["duration_s"] <= run.wall_s, (s["duration_s"], run.wall_s)
     assert s["tokens"]["output_per_s"] == pytest.approx(s["tokens"]["output"] / s["duration_s"], rel=1e-9)
     return s
 
