@@ -23,7 +23,8 @@ NAME = "llm_time_to_second_token_seconds"
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
-    """Stage a: second chunks 20.2..39.2 ms after the first (off the bucket bounds: no float lands on one); stage b: 100 ms; a one-chunk request has no TTST."""
+    """Stage a: second chunks 20.2..39.2 ms after the first (off the bucket bounds: no float lands on one);
+    stage b: 100 ms; a one-chunk request has no TTST."""
     env, hub, role = local_env()
     role.on_test_start()
     env.llm_stage_board.set(Stage("a", index=0, users=1))
