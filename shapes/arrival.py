@@ -76,6 +76,10 @@ class Schedule:
         self._next = t + self._gap() / self.rate
         return t
 
+    def next_slot(self) -> tuple[float, None]:
+        """The next time and no item (a trace's schedule gives its line: :class:`shapes.trace.TraceSchedule`)."""
+        return self.next(), None
+
     def set_rate(self, rate: float) -> None:
         """Later gaps use the new rate; times already drawn stay (the schedule keeps its backlog)."""
         if not rate > 0:

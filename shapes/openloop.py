@@ -3,7 +3,9 @@
 Each worker adds its pacer's counters to ``report_to_master`` under ``"llm_pacer"``; the master sums them
 (a local run reads its own pacer). ``scheduled`` counts slots users took, ``late`` those that were
 already due (every user busy: the request waited in the client), ``unsent`` slots no user took before
-the stage ended — together they show a rate the client could not keep instead of hiding it.
+the stage ended — together they show a rate the client could not keep instead of hiding it. A replayed trace's
+stage also names its ``trace_lines`` (scheduled + unsent = trace_lines once every process has reported) and
+``trace_speedup``.
 
     {"arrival": "poisson", "stages": [{"name": "rate=8", "rate": 8.0, "duration_s": 30.0,
       "scheduled": 239, "late": 12, "unsent": 0, "offered_rps": 7.97}]}
@@ -16,6 +18,8 @@ from locust.runners import MasterRunner, WorkerRunner
 from shapes.values import ARRIVAL_DEFAULT
 
 REPORT_KEY = "llm_pacer"
+TRACE_ARRIVAL = "trace"
+"""The section's ``arrival`` when the sends followed a trace's clock (``--trace``), not an arrival process."""
 
 
 def merge_counts(into: dict[str, dict[str, int]], more: dict[str, dict[str, int]]) -> None:
@@ -77,6 +81,8 @@ class OpenLoopTally:
             end = history[i + 1][2] if i + 1 < len(history) else (closed[1] if closed else None)
             c = self.counts.get(stage.name, {"scheduled": 0, "late": 0, "unsent": 0})
             row = {"name": stage.name, "rate": stage.rate, "warmup": stage.warmup, **c}
+            if stage.trace_speedup is not None:  # a replayed trace: its lines, all taken (scheduled) or unsent
+                row["trace_lines"], row["trace_speedup"] = stage.trace_lines, stage.trace_speedup
             if end is not None and end > start:
                 row["duration_s"] = round(end - start, 3)
                 row["offered_rps"] = round((c["scheduled"] + c["unsent"]) / (end - start), 3)
@@ -84,4 +90,6 @@ class OpenLoopTally:
         if not rows:
             return None
         arrival = getattr(self.environment.parsed_options, "arrival", None) or ARRIVAL_DEFAULT
+        if any("trace_lines" in row for row in rows):
+            arrival = TRACE_ARRIVAL
         return {"arrival": arrival, "stages": rows}

@@ -7,6 +7,7 @@ grammar and defaults are in :mod:`shapes.values`; ``--shape``'s choices come fro
     locust --headless --shape concurrency-sweep --sweep-users 1,4,16 --stage-duration 30 -r 16
     locust --headless --shape length-sweep -u 16 --length-sweep "uniform:128:1024,zipf:1.2:16:4096"
     locust --headless --shape rate-sweep --request-rate 2,4,8 --arrival poisson --max-concurrency 256
+    locust --headless --trace mooncake.jsonl --trace-speedup 2 --max-concurrency 256 --stop-timeout 60
 """
 
 from __future__ import annotations
@@ -17,9 +18,12 @@ from shapes.values import (
     MAX_CONCURRENCY_DEFAULT,
     STAGE_DURATION_DEFAULT,
     STAGE_WARMUP_DEFAULT,
+    TRACE_SPEEDUP_DEFAULT,
     parse_arrival,
     parse_length_sweep,
     parse_rates,
+    parse_speedup,
+    parse_trace,
     parse_users_list,
 )
 from workload.argtypes import as_text, non_negative_seconds, positive_int, seconds
@@ -82,4 +86,20 @@ def add_arguments(parser) -> None:
         env_var="LOCUST_MAX_CONCURRENCY",
         help="Open loop: users (in-flight requests) across all workers; when all are busy, scheduled sends wait "
         "and their client queue time is measured",
+    )
+    parser.add_argument(
+        "--trace",
+        type=as_text(parse_trace),
+        default=None,
+        env_var="LOCUST_TRACE",
+        help="Replay a request trace (Mooncake JSONL: timestamp ms, input_length, output_length, hash_ids of "
+        "512-token blocks; equal ids give byte-identical prompt blocks) open loop on its own clock, "
+        "--max-concurrency users across all workers; lateness shows as client queue time",
+    )
+    parser.add_argument(
+        "--trace-speedup",
+        type=as_text(parse_speedup),
+        default=TRACE_SPEEDUP_DEFAULT,
+        env_var="LOCUST_TRACE_SPEEDUP",
+        help="Replay --trace this many times faster than recorded (0.5: half speed)",
     )

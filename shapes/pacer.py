@@ -9,6 +9,9 @@ users are busy the slots pile up and their lateness shows as client queue time i
 
 Stage changes restart the schedule at the change; slots of the old stage that no user took by then are
 counted per stage in :attr:`Pacer.stats` (``unsent``) — reported, never silently dropped.
+
+Trace replay (:mod:`shapes.trace`) hands out each slot with its trace line: the user takes it first, builds that
+line's prompt, then sleeps until its time — ``slot = pacer.take(); ...; pacer.sleep_until(slot[0])``.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import numpy as np
 from gevent.event import Event
 
 from shapes.arrival import Schedule
+from shapes.trace import TraceSchedule
 
 
 class Pacer:
@@ -30,10 +34,12 @@ class Pacer:
         self._rng = rng
         self._phase = phase
         self._clock = clock
-        self._schedule: Schedule | None = None
+        self._schedule: Schedule | TraceSchedule | None = None
         self._stage: str | None = None
         self._wake = Event()
         self._generation = 0
+        self.replaying = False
+        """The stage replays a trace (its warm-up included): users take slots with :meth:`take`."""
         self.stats: dict[str, dict[str, int]] = {}
         """stage name -> {"scheduled": slots taken by users, "late": of those already due when taken,
         "unsent": slots still untaken when the stage ended}."""
@@ -42,6 +48,10 @@ class Pacer:
     def rate(self) -> float | None:
         """This process's share in requests/s (None: paused, no open-loop stage)."""
         return self._schedule.rate if self._schedule else None
+
+    def now(self) -> float:
+        """The pacer's clock (perf_counter unless a test gave another)."""
+        return self._clock()
 
     @property
     def stage(self) -> str | None:
@@ -63,6 +73,11 @@ class Pacer:
         self._stage = stage
         self._schedule = Schedule(now, rate, self.arrival, self._rng, self._phase) if rate else None
         self._interrupt()
+
+    def start_schedule(self, stage: str, schedule: TraceSchedule) -> None:
+        """Begin ``stage`` on a schedule built by the caller (a trace's share, whose clock starts now)."""
+        self.start_stage(stage, None)
+        self._schedule = schedule
 
     def set_rate(self, rate: float | None) -> None:
         """Same stage, new share (a worker joined or left): later gaps use it, the backlog stays."""
@@ -98,6 +113,29 @@ class Pacer:
             if delay <= 0:
                 counters["late"] += 1
             return t
+
+    def take(self):
+        """The next slot and its item (a trace line), taken now without waiting for its time — counted as
+        scheduled, and late when already due; blocks while the pacer is paused (a trace's warm-up); None once
+        the schedule is spent (this process's share of the trace is sent)."""
+        while True:
+            wake = self._wake
+            if self._schedule is None:
+                wake.wait()
+                continue
+            slot = self._schedule.next_slot()
+            if slot is None:
+                return None
+            counters = self._counters(self._stage or "main")
+            counters["scheduled"] += 1
+            if slot[0] <= self._clock():
+                counters["late"] += 1
+            return slot
+
+    def sleep_until(self, t: float) -> None:
+        """Sleep (gevent) until ``t`` (perf_counter); at once when it is past."""
+        while (rest := t - self._clock()) > 0:
+            gevent.sleep(rest)
 
     def take_stats(self) -> dict[str, dict[str, int]]:
         """Counters since the last call (for report_to_master), then reset."""

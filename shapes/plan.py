@@ -15,16 +15,20 @@ from argparse import ArgumentTypeError
 from dataclasses import dataclass, replace
 
 from shapes.stage import Stage
+from shapes.trace import trace_duration
 from shapes.values import (
     ARRIVAL_DEFAULT,
     MAX_CONCURRENCY_DEFAULT,
     STAGE_DURATION_DEFAULT,
     STAGE_WARMUP_DEFAULT,
+    TRACE_SPEEDUP_DEFAULT,
     parse_arrival,
     parse_length_sweep,
     parse_pool,
     parse_rates,
     parse_seconds,
+    parse_speedup,
+    parse_trace,
     parse_users_list,
 )
 from workload import argtypes
@@ -128,3 +132,19 @@ def rate_plan(options) -> list[Step]:
     stages = [Stage(f"rate={r:g}", users=pool, rate=r) for r in rates]
     return _steps(stages, [pool] * len(stages), [float(pool)] * len(stages), options)
 
+
+
+def trace_plan(options) -> list[Step]:
+    """One stage replaying ``--trace`` at ``--trace-speedup`` with the ``--max-concurrency`` pool, held until its
+    last line is due (plus a tail); before it, a warm-up twin holds the users (sending nothing) until all run
+    and ``--stage-warmup`` has passed, so the trace's clock starts with every user ready."""
+    trace = _checked(parse_trace, _opt(options, "trace"), "--trace")
+    speedup = _checked(parse_speedup, _opt(options, "trace_speedup", TRACE_SPEEDUP_DEFAULT), "--trace-speedup")
+    pool = _checked(parse_pool, _opt(options, "max_concurrency", MAX_CONCURRENCY_DEFAULT), "--max-concurrency")
+    _, warmup = _timing(options)
+    duration = trace_duration(trace, speedup)
+    lines = len(trace.records)
+    stage = Stage("trace", index=1, users=pool, rate=round(lines / duration, 6), trace_speedup=speedup,
+                  trace_lines=lines)  # fmt: skip
+    hold = replace(stage, name="warmup trace", index=0, rate=None, warmup=True)
+    return [Step(stage, pool, float(pool), duration, warmup, hold)]

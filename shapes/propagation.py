@@ -9,7 +9,8 @@
 - local: the board is set by the shape in the same process.
 
 Wherever users run, an open-loop stage (``stage.rate``) creates ``environment.llm_pacer`` and gives it
-this process's share: rate / workers.
+this process's share: rate / workers. A trace stage (``stage.trace_speedup``) gives it this process's share of
+``--trace``'s lines instead (every ``workers``-th, from its place), its warm-up twin a paused pacer.
 """
 
 from __future__ import annotations
@@ -22,7 +23,9 @@ from locust.runners import STATE_RUNNING, STATE_SPAWNING, MasterRunner, WorkerRu
 
 from shapes.pacer import Pacer
 from shapes.stage import MAIN, MESSAGE_TYPE, Stage
+from shapes.trace import TraceSchedule
 from shapes.values import ARRIVAL_DEFAULT, parse_arrival
+from workload.trace import Trace, load_trace
 
 logger = logging.getLogger(__name__)
 
@@ -51,6 +54,8 @@ class StagePropagation:
         self._sent_workers: int | None = None
         self.on_pacer_done = lambda pacer: None
         """Called with the pacer at the end of a run (its last counters are still in it)."""
+        self._trace: Trace | None = None
+        self._path: str | None = None
 
     def register(self) -> StagePropagation:
         runner, events = self.environment.runner, self.environment.events
@@ -112,6 +117,11 @@ class StagePropagation:
     def apply(self, stage: Stage, workers: int) -> None:
         self.board.set(stage)
         pacer = getattr(self.environment, "llm_pacer", None)
+        if stage.trace_speedup is not None:
+            self._replay(stage, workers)
+            return
+        if pacer is not None:
+            pacer.replaying = False
         if stage.rate is None:
             if pacer is not None and pacer.rate is not None:
                 pacer.start_stage(stage.name, None)
@@ -123,6 +133,37 @@ class StagePropagation:
             pacer.start_stage(stage.name, share)
         elif pacer.rate != share:
             pacer.set_rate(share)
+
+    def trace(self) -> Trace | None:
+        """``--trace``, read once per path in this process (a worker reads its own copy, like --prompt-file)."""
+        path = getattr(self.environment.parsed_options, "trace", None)
+        if not path:
+            return None
+        if path != self._path:
+            try:
+                self._trace = load_trace(path)
+            except (ValueError, OSError) as e:
+                logger.error("--trace: %s; this process sends nothing", e)
+                self._trace = None
+            self._path = path
+        return self._trace
+
+    def _replay(self, stage: Stage, workers: int) -> None:
+        env = self.environment
+        pacer = getattr(env, "llm_pacer", None)
+        if pacer is None:
+            pacer = env.llm_pacer = make_pacer(env, workers)
+        pacer.replaying = True
+        if pacer.stage == stage.name:
+            return
+        trace = None if stage.warmup else self.trace()
+        if trace is None:
+            pacer.start_stage(stage.name, None)  # users wait for the trace's clock to start
+            return
+        place = max(getattr(env.runner, "worker_index", 0), 0)
+        schedule = TraceSchedule(pacer.now(), trace, float(stage.trace_speedup or 1.0), place, workers)
+        logger.info("%s: %d of %d trace lines in this process", stage.name, len(schedule), len(trace.records))
+        pacer.start_schedule(stage.name, schedule)
 
     def _on_test_start(self, environment, **_kw) -> None:
         runner = environment.runner

@@ -3,7 +3,7 @@ the web UI's start form check in webui/shape_form.py, the options that imply a s
 is read from here.
 
     SHAPES["rate-sweep"].plan(options)      # the steps, or PlanError
-    shape_names()                           # ("none", "concurrency-sweep", "length-sweep", "rate-sweep")
+    shape_names()                           # ("none", "concurrency-sweep", ..., "rate-sweep", "trace-replay")
     implied_shapes(options)                 # ["rate-sweep"] when only --request-rate is given
 
 Adding a shape: write its plan function (``shapes/plan.py``: options -> list of Step, PlanError naming the
@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from shapes.plan import Step
-from shapes.sweep import ConcurrencySweepShape, LengthSweepShape, RateSweepShape, SweepShape
+from shapes.sweep import ConcurrencySweepShape, LengthSweepShape, RateSweepShape, SweepShape, TraceReplayShape
 
 NONE = "none"
 """``--shape none``: no shape, Locust's plain -u/-r behaviour."""
@@ -99,5 +99,12 @@ register(Shape(
     help="open loop, --request-rate",
     implied_by="request_rate",
     fields=("request_rate", "arrival", "max_concurrency", *_STAGES),
+    users_from="--max-concurrency",
+))
+register(Shape(
+    TraceReplayShape,
+    help="open loop on a trace's clock, --trace",
+    implied_by="trace",
+    fields=("trace", "trace_speedup", "max_concurrency", "stage_warmup"),
     users_from="--max-concurrency",
 ))

@@ -26,6 +26,10 @@ class Stage:
     """Input-length SPEC of this stage, None = the ``--input-len`` option."""
     warmup: bool = False
     """Results sent during warm-up are left out of the stage's numbers."""
+    trace_speedup: float | None = None
+    """Replays ``--trace`` at this speed (open loop; a warm-up twin holds the users until it starts), else None."""
+    trace_lines: int | None = None
+    """The trace's requests (all workers), with ``trace_speedup``."""
 
     def to_dict(self) -> dict:
         return asdict(self)

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from locust import LoadTestShape
 
-from shapes.plan import PlanError, Step, concurrency_plan, length_plan, rate_plan
+from shapes.plan import PlanError, Step, concurrency_plan, length_plan, rate_plan, trace_plan
 from shapes.stage import StageBoard
 
 logger = logging.getLogger(__name__)
@@ -154,3 +154,10 @@ class RateSweepShape(SweepShape):
     plan_name = "rate-sweep"
     build = staticmethod(rate_plan)
 
+
+
+class TraceReplayShape(SweepShape):
+    """Open loop on a trace's clock: a pool of ``--max-concurrency`` users sends ``--trace``'s lines (see pacer)."""
+
+    plan_name = "trace-replay"
+    build = staticmethod(trace_plan)

@@ -16,6 +16,7 @@ import argparse
 
 from workload import argtypes
 from workload.lengths import FORMS, parse_spec
+from workload.trace import Trace, load_trace
 
 STAGE_DURATION_DEFAULT = "60"
 """--stage-duration: seconds each stage is held."""
@@ -25,6 +26,8 @@ ARRIVAL_DEFAULT = "poisson"
 """--arrival: the open loop's arrival process."""
 MAX_CONCURRENCY_DEFAULT = "256"
 """--max-concurrency: the open loop's user pool across all workers."""
+TRACE_SPEEDUP_DEFAULT = "1"
+"""--trace-speedup: the trace's own pace."""
 
 ARRIVAL_FORMS = "poisson, constant or gamma:CV (CV > 0)"
 
@@ -112,3 +115,19 @@ def parse_pool(value: str) -> int:
         return argtypes.positive_int(value)
     except argparse.ArgumentTypeError as e:
         raise argparse.ArgumentTypeError(f"--max-concurrency: {e}") from None
+
+
+def parse_speedup(value: str) -> float:
+    """``--trace-speedup``: how much faster than recorded the trace is replayed, a number > 0 (0.5: half speed)."""
+    try:
+        return argtypes.positive_number(value)
+    except argparse.ArgumentTypeError as e:
+        raise argparse.ArgumentTypeError(f"--trace-speedup: {e}") from None
+
+
+def parse_trace(value: str) -> Trace:
+    """``--trace``: the trace file, read whole; a bad line is refused with its ``file:line``."""
+    try:
+        return load_trace(value)
+    except (ValueError, OSError) as e:
+        raise argparse.ArgumentTypeError(f"--trace: {e}") from None

@@ -14,7 +14,9 @@ Each task iteration sends ONE LLM request and fires ONE Locust request event for
 A user reads the process settings (``environment.llm_users``, built at test_start), stamps the current
 stage (``environment.llm_stage_board``), draws the request's input once (:func:`users.request.draw`: prompt
 length from the stage's ``input_len`` or ``--input-len``), has its adapter build the body, and in open loop
-waits for ``environment.llm_pacer.wait_slot()`` before sending.
+waits for ``environment.llm_pacer.wait_slot()`` before sending. Replaying a trace (``--trace``), it takes the
+pacer's next slot first — a trace line — builds that line's request (:func:`users.request.draw_trace`), then
+sleeps until the line's time.
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ from users.adapters.base import Adapter
 from users.client import Call, exchange
 from users.conversation import Conversation
 from users.faults import LLMError
-from users.request import RequestInput, draw
+from users.request import RequestInput, draw, draw_trace
 from users.result import GenerationResult
 from users.settings import RunSettings
 from users.tracing import HEADER_REQUEST_ID, HEADER_TRACEPARENT
@@ -44,6 +46,8 @@ from users.tracing import HEADER_REQUEST_ID, HEADER_TRACEPARENT
 log = logging.getLogger(__name__)
 _WARNED_TURNS: set[str] = set()
 """User classes already warned that ``--turns`` does not apply to them (once per class and process)."""
+TRACE_SPENT_SLEEP_S = 1.0
+"""A user whose process has sent its share of the trace idles this long per task until the run ends."""
 
 
 class Target(NamedTuple):
@@ -124,14 +128,25 @@ class LLMUser(FastHttpUser):
         finally:
             budget.finish()
 
-    def send(self) -> GenerationResult:
+    def send(self) -> GenerationResult | None:
+        """Send one request and report it; None when a replayed trace has no line left for this process."""
         env = self.environment
         api = self.api
+        pacer = getattr(env, "llm_pacer", None)
+        slot = pacer.take() if pacer is not None and pacer.replaying else None  # (time, trace line)
+        if pacer is not None and pacer.replaying and slot is None:
+            gevent.sleep(TRACE_SPENT_SLEEP_S)
+            return None
         board = getattr(env, "llm_stage_board", None)
         stage = board.current if board is not None else MAIN
-        conv = self._conv
+        conv = self._conv if slot is None else None
         building = time.perf_counter()  # the tokenizer layer: prompt synthesis + counting + body, before t0
-        inp = conv.draw(api, stage) if conv is not None else draw(self.settings, api, stage, self._prefix_group)
+        if slot is not None:
+            inp = draw_trace(self.settings, api, stage, slot[1])
+        elif conv is not None:
+            inp = conv.draw(api, stage)
+        else:
+            inp = draw(self.settings, api, stage, self._prefix_group)
         target = self._target(inp)
         rid, traceparent = self._ids.next()
         call = Call(
@@ -152,8 +167,11 @@ class LLMUser(FastHttpUser):
             opens_thinking=self.settings.opens_thinking and api.chat,
         )
         built_s = time.perf_counter() - building
-        pacer = getattr(env, "llm_pacer", None)
-        t0 = pacer.wait_slot() if pacer is not None else None
+        if slot is not None:
+            pacer.sleep_until(slot[0])
+            t0 = slot[0]
+        else:
+            t0 = pacer.wait_slot() if pacer is not None else None
         result = exchange(target.http, call, t0, getattr(env, "llm_inflight", None), self.settings.count_text)
         result = replace(result, prompt_build_s=built_s)
         env.events.request.fire(

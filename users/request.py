@@ -15,6 +15,7 @@ from typing import NamedTuple, Protocol
 
 from shapes.stage import Stage
 from users.settings import RunSettings
+from workload.trace import TraceRecord
 
 
 class Route(NamedTuple):
@@ -82,6 +83,24 @@ def draw(settings: RunSettings, adapter: _Shape, stage: Stage, group: int = 0) -
         prompt_tokens=sum(p.tokens for p in prompts) + (len(prompts) * settings.shared_prefix_len if system else 0),
         max_tokens=max_tokens,
         sampling=settings.sampling(max_tokens),
+        stage=stage.name,
+        model_input=model_input,
+        route=Route(*picked) if picked is not None else None,
+    )
+
+
+def draw_trace(settings: RunSettings, adapter: _Shape, stage: Stage, record: TraceRecord) -> RequestInput:
+    """One trace line's input (``--trace``): one prompt of ``input_length`` tokens whose blocks follow the line's
+    ``hash_ids`` (:class:`workload.trace.BlockPrompts`; the chat template included for chat) and
+    ``max_tokens = output_length``. The trace decides the prefixes: ``--shared-prefix-len`` is not added."""
+    p = settings.trace_prompt(adapter.chat, record)
+    model_input = adapter.model_input((p.text,))
+    picked = settings.route(model_input)
+    return RequestInput(
+        texts=(p.text,),
+        prompt_tokens=p.tokens,
+        max_tokens=record.output_length,
+        sampling=settings.sampling(record.output_length),
         stage=stage.name,
         model_input=model_input,
         route=Route(*picked) if picked is not None else None,

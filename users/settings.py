@@ -38,6 +38,7 @@ from workload.lengths import LengthDist, parse_spec
 from workload.prompts import FilePrompts, Prompt, SyntheticPrompts
 from workload.routing import RouteTable, metadata_headers
 from workload.tokenizers import AUTO, DEFAULT_TOKENIZER, load_tokenizer
+from workload.trace import BlockPrompts, TraceRecord
 
 
 def api_key_of(options: object) -> str | None:
@@ -77,6 +78,7 @@ class RunSettings:
     _prefixes: dict[int, str] = field(default_factory=dict, repr=False)
     _sources: dict[bool, SyntheticPrompts | FilePrompts] = field(default_factory=dict, repr=False)
     _specs: dict[str, LengthDist] = field(default_factory=dict, repr=False)
+    _blocks: dict[bool, BlockPrompts] = field(default_factory=dict, repr=False)
 
     @classmethod
     def from_options(cls, opts: object, worker_index: int = 0) -> RunSettings:
@@ -136,6 +138,7 @@ class RunSettings:
             self.tokenizer, self.tokenizer_name = load_tokenizer(name), name
             self._sources.clear()
             self._prefixes.clear()
+            self._blocks.clear()
 
     def source(self, chat: bool) -> SyntheticPrompts | FilePrompts:
         src = self._sources.get(chat)
@@ -158,6 +161,13 @@ class RunSettings:
 
     def prompt(self, chat: bool, spec: str | None = None) -> Prompt:
         return self.source(chat).build(self.rng, self.length_dist(spec).sample(self.rng))
+
+    def trace_prompt(self, chat: bool, record: TraceRecord) -> Prompt:
+        """The prompt of a trace line (``--trace``): its hash ids' blocks, the same bytes in every process."""
+        blocks = self._blocks.get(chat)
+        if blocks is None:
+            blocks = self._blocks[chat] = BlockPrompts(self.tokenizer, chat, self.seed)
+        return blocks.build(record, self.rng)
 
     def max_tokens(self) -> int:
         return int(self.output_len.sample(self.rng))
