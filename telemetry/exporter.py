@@ -144,7 +144,28 @@ class LLMCollector(Collector):
                 g = GaugeMetricFamily(name, doc)
                 g.add_metric([], float(latest[field]))
                 yield g
+        yield from self._versions(view)
         yield from self._detectors(view.detectors)
+
+    @staticmethod
+    def _versions(view: RunView):
+        """Each route version's backend (its latest scrape) and the fallback's switch counter."""
+        if view.version_servers:
+            for field, (name, doc) in SERVER_GAUGES.items():
+                g = GaugeMetricFamily(name.replace("llm_server_", "llm_version_server_"),
+                                      doc.replace("(relayed", "of the version's backend (relayed"),
+                                      labels=["version"])  # fmt: skip
+                for version, server in view.version_servers.items():
+                    series = server.get("series") or []
+                    if series and series[-1].get(field) is not None:
+                        g.add_metric([version], float(series[-1][field]))
+                yield g
+        fb = view.route_fallback
+        if fb is not None and fb.get("from") is not None:
+            c = CounterMetricFamily("llm_route_fallback", "Route fallbacks applied (--route-fallback)",
+                                    labels=["from", "to"])  # fmt: skip
+            c.add_metric([str(fb["from"]), str(fb["to"])], 1.0 if fb.get("fired") else 0.0)
+            yield c
 
     @staticmethod
     def _detectors(state: dict | None):

@@ -51,6 +51,10 @@ class Merger:
         """--model, else the first id of the master's own GET /v1/models (a fallback label)."""
         self.attribution_window = ATTRIBUTION_WINDOW_DEFAULT
         self.scraper: ServerScraper | None = None
+        self.version_scrapers: dict[str, ServerScraper] = {}
+        """With --route-table: one scraper per version's backend (its own /metrics, interval and failures)."""
+        self.route_fallback: dict | None = None
+        """The --route-fallback rule's state (telemetry/fallback.py), None without a rule."""
         self.t0_wall = time.time()
         self.t_end_wall: float | None = None
         self.final_summary: dict | None = None
@@ -76,6 +80,7 @@ class Merger:
         self.t_end_wall = None
         self.final_summary = None
         self.detectors = None
+        self.route_fallback = None
 
     def end_run(self) -> None:
         if self.t_end_wall is None:
@@ -156,4 +161,7 @@ class Merger:
             current_stage=stage_board.current if stage_board is not None else None,
             active_users=int(active_users or 0),
             detectors=self.detectors,
+            version_servers={v: {"url": sc.url, "series": list(sc.series), "scrapes": sc.successes,
+                                 "failures": sc.failures} for v, sc in self.version_scrapers.items()},
+            route_fallback=self.route_fallback,
         )

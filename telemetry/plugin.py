@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 import urllib.request
 
 import gevent
@@ -28,6 +29,7 @@ from locust.runners import MasterRunner, WorkerRunner
 from telemetry.detectors import LiveDetectors
 from telemetry.distributed import WorkerWatch, drain_final_reports
 from telemetry.exporter import Exporter
+from telemetry.fallback import RouteFallback, fallback_section
 from telemetry.hooks import deliver_to
 from telemetry.hub import TelemetryHub
 from telemetry.options import LLM_PROGRESS_INTERVAL_DEFAULT, PROMETHEUS_HOST_DEFAULT, SERVER_METRICS_INTERVAL_DEFAULT
@@ -40,6 +42,10 @@ from telemetry.sinks import console_table, write_csv, write_json
 from telemetry.slo import EXIT_CODE, failure_lines
 from telemetry.versions import versions_section
 from telemetry.vllmbench import write_vllm_bench
+from users.options import route_table_from
+from users.plugin import apply_fallback
+from workload.fallback import FallbackRule
+from workload.routing import ROUTE_FALLBACK_MESSAGE
 
 log = logging.getLogger(__name__)
 REPORT_KEY = "llm"
@@ -199,6 +205,7 @@ class SummarizingRole(Role):
         self.detectors = LiveDetectors()
         self._detect = _Loop(self.check_detectors, 1.0)
         self._progress: _Loop | None = None
+        self.fallback: RouteFallback | None = None
 
     def register(self) -> Role:
         super().register()
@@ -217,6 +224,7 @@ class SummarizingRole(Role):
         self._stop_progress()
         if self.merger.scraper:
             self.merger.scraper.stop(final_scrape=False)
+        self._stop_version_scrapers(final_scrape=False)
         if self.exporter:
             self.exporter.stop()
 
@@ -228,6 +236,8 @@ class SummarizingRole(Role):
         if self.request_log is not None:
             self.request_log.open()
         self._start_scraper()
+        self._start_version_scrapers()
+        self._start_fallback()
         self._discover_model()
         self.detectors.reset()
         self._detect.start()
@@ -269,6 +279,7 @@ class SummarizingRole(Role):
             return
         stopped = self.detectors.stopped_by
         self.merger.detectors = self.detectors.check(view, until)
+        self.check_fallback(view, until)
         if stopped is None and self.detectors.stopped_by is not None:
             why = self.detectors.stopped_by
             log.error(f"--llm-stop-on: stopping the run, live detector {why['detector']} fired at "
@@ -284,6 +295,68 @@ class SummarizingRole(Role):
             runner.quit()
         else:
             runner.stop()
+
+    def _start_fallback(self) -> None:
+        """--route-fallback: the rule, checked against the route table's versions (a bad one is logged, not run)."""
+        self.fallback = None
+        options = self.environment.parsed_options
+        text = getattr(options, "route_fallback", None)
+        if not text:
+            return
+        try:
+            rule = FallbackRule.parse(str(text))
+            table = route_table_from(options)
+            if table is None:
+                raise ValueError("--route-fallback needs --route-table")
+            unknown = [v for v in (rule.source, rule.target) if v not in table.versions]
+            if unknown:
+                raise ValueError(f"--route-fallback names {', '.join(map(repr, unknown))}, not in --route-table "
+                                 f"(versions: {', '.join(table.versions)})")  # fmt: skip
+        except ValueError as e:
+            log.error(f"{e}; the fallback rule is not run")
+            self.merger.route_fallback = {"rule": str(text), "fired": False, "error": str(e)}
+            return
+        self.fallback = RouteFallback(rule, self.merger.attribution_window)
+        self.merger.route_fallback = dict(self.fallback.state)
+
+    def check_fallback(self, view, until_s: float) -> None:
+        """Judge the fallback rule; when it fires, move the buckets (this process's users, or every worker's)."""
+        fb = self.fallback
+        if fb is None:
+            return
+        fired = fb.check(view, until_s, time.time() - self.merger.t0_wall)
+        if fired:
+            msg = {"from": fb.rule.source, "to": fb.rule.target}
+            runner = self.environment.runner
+            if isinstance(runner, MasterRunner):
+                runner.send_message(ROUTE_FALLBACK_MESSAGE, msg)
+            else:
+                apply_fallback(self.environment, msg)
+        self.merger.route_fallback = dict(fb.state)
+
+    def _start_version_scrapers(self) -> None:
+        """With --route-table: scrape every version's backend (its own /metrics) unless --server-metrics-url off."""
+        self._stop_version_scrapers(final_scrape=False)
+        options = self.environment.parsed_options
+        try:
+            table = route_table_from(options)
+        except ValueError:
+            return
+        option = getattr(options, "server_metrics_url", None)
+        if table is None or (option and str(option).strip().lower() == "off"):
+            return
+        interval = float(getattr(options, "server_metrics_interval", None) or SERVER_METRICS_INTERVAL_DEFAULT)
+        for _lo, _hi, route in table.spans:
+            if route.version not in self.merger.version_scrapers:
+                scraper = ServerScraper(metrics_url(None, route.base_url), interval)
+                self.merger.version_scrapers[route.version] = scraper
+                scraper.start(self.merger.t0_wall)
+
+    def _stop_version_scrapers(self, final_scrape: bool) -> None:
+        for scraper in self.merger.version_scrapers.values():
+            scraper.stop(final_scrape=final_scrape)
+        if not final_scrape:
+            self.merger.version_scrapers = {}
 
     def _start_scraper(self) -> None:
         if self.merger.scraper is not None:
@@ -327,6 +400,7 @@ class SummarizingRole(Role):
         self.collect_last()
         if self.merger.scraper:
             self.merger.scraper.stop(final_scrape=True)
+        self._stop_version_scrapers(final_scrape=True)
         self.merger.end_run()
         self.finalize()
         if self.exporter:
@@ -458,7 +532,9 @@ def role_for(runner) -> type[Role]:
 def install(environment) -> Role:
     """Create ``environment.llm_telemetry`` and register this process's role; returns the role."""
     hub = TelemetryHub(environment)
-    hub.hooks.add_section("versions", versions_section)
+    hub.hooks.add_section("versions", lambda view, summary: versions_section(
+        view, summary, getattr(environment, "llm_route_tokenizers", None)))
+    hub.hooks.add_section("route_fallback", fallback_section)
     hub.hooks.add_section("detectors", lambda view, _summary: view.detectors)
     environment.llm_telemetry = hub
     role = role_for(environment.runner)(environment, hub).register()

@@ -76,6 +76,8 @@ class Cell:
     """The part of output_tokens that was reasoning (R1-style models)."""
     prompts: int = 0
     """Prompts sent (a batch request carries several)."""
+    mismatch: list[int] = field(default_factory=lambda: [0, 0])
+    """[sum of |client - server prompt count|, sum of server prompt counts] of the requests with usage."""
 
     @property
     def requests(self) -> int:
@@ -98,6 +100,8 @@ class Cell:
         self.output_tokens += other.output_tokens
         self.reasoning_tokens += other.reasoning_tokens
         self.prompts += other.prompts
+        self.mismatch[0] += other.mismatch[0]
+        self.mismatch[1] += other.mismatch[1]
 
     def to_dict(self, key: Key) -> dict:
         return {
@@ -110,6 +114,7 @@ class Cell:
             "output_tokens": self.output_tokens,
             "reasoning_tokens": self.reasoning_tokens,
             "prompts": self.prompts,
+            "mismatch": list(self.mismatch),
             "sketches": {m: s.to_dict() for m, s in self.sketches.items() if s.count},
             "hists": {m: h.to_dict() for m, h in self.hists.items() if h.count},
             "fine": {m: s.to_dict() for m, s in self.fine.items() if s.count},
@@ -133,6 +138,7 @@ class Cell:
         c.output_tokens = int(d.get("output_tokens", 0))
         c.reasoning_tokens = int(d.get("reasoning_tokens", 0))
         c.prompts = int(d.get("prompts", 0))
+        c.mismatch = [int(x) for x in d.get("mismatch", (0, 0))]
         return (d["user_class"], d["stage"], d.get("version")), c
 
 
@@ -144,6 +150,8 @@ class Slot:
     requests: int = 0
     errors: int = 0
     output_tokens: int = 0
+    sent: int = 0
+    """Requests sent in the slot (by their t0; kept in the per-version slots: the shares before/after a fallback)."""
 
     def merge(self, other: Slot) -> None:
         for m in WINDOW_METRICS:
@@ -151,6 +159,7 @@ class Slot:
         self.requests += other.requests
         self.errors += other.errors
         self.output_tokens += other.output_tokens
+        self.sent += other.sent
 
     def to_dict(self, index: int) -> dict:
         return {
@@ -159,6 +168,7 @@ class Slot:
             "requests": self.requests,
             "errors": self.errors,
             "output_tokens": self.output_tokens,
+            "sent": self.sent,
         }
 
     @classmethod
@@ -168,6 +178,7 @@ class Slot:
             if m in s.sketches:
                 s.sketches[m] = LogSketch.from_dict(sd)
         s.requests, s.errors, s.output_tokens = int(d["requests"]), int(d["errors"]), int(d["output_tokens"])
+        s.sent = int(d.get("sent", 0))
         return int(d["i"]), s
 
 
@@ -219,6 +230,9 @@ class Recorder:
     def reset(self) -> None:
         self.cells: dict[Key, Cell] = {}
         self.slots: dict[int, Slot] = {}
+        self.version_slots: dict[tuple[str, int], Slot] = {}
+        """Per (route version, slot): requests, errors and sent by t0, and the one-value-per-request windowed
+        metrics (TTFT, E2E, ...): what a fallback rule judges (telemetry/fallback.py)."""
         self.token_sources: Counter = Counter()
         self.mismatch_abs = 0
         """Sum over requests of |client prompt count - server prompt count|."""
@@ -250,6 +264,10 @@ class Recorder:
         if r.token_source == "usage" and r.prompt_tokens_client is not None and r.prompt_tokens > 0:
             self.mismatch_abs += abs(int(r.prompt_tokens_client) - int(r.prompt_tokens))
             self.mismatch_server += int(r.prompt_tokens)
+            c.mismatch[0] += abs(int(r.prompt_tokens_client) - int(r.prompt_tokens))
+            c.mismatch[1] += int(r.prompt_tokens)
+        if r.version is not None:
+            self._version(r)
 
         if r.turn is not None:
             self._turn(r)
@@ -289,6 +307,25 @@ class Recorder:
                     seg_slot.sketches[key].add_many(seg)
             else:
                 self._add_windowed(key, sk[key], v, at(r, v))
+
+    def _version(self, r: GenerationResult) -> None:
+        """The per-version slots: sent at t0; requests, errors and the values at the end (or the metric's time)."""
+        self._vslot(r.version, self._wall(r.t0)).sent += 1
+        end = self._vslot(r.version, self._wall(r.t_end))
+        end.requests += 1
+        if not r.ok:
+            end.errors += 1
+            return
+        for key, take, _hist, windowed, at in _VALUES:
+            if windowed and (v := take(r)) is not None:
+                (end if at is None else self._vslot(r.version, self._wall(at(r)))).sketches[key].add(v)
+
+    def _vslot(self, version: str, wall_t: float) -> Slot:
+        key = (version, math.floor(wall_t / self.slot_s))
+        s = self.version_slots.get(key)
+        if s is None:
+            s = self.version_slots[key] = Slot()
+        return s
 
     def _turn(self, r: GenerationResult) -> None:
         t = self.turns.get((r.stage, r.turn))
@@ -369,6 +406,7 @@ class Recorder:
             "slot_s": self.slot_s,
             "cells": [c.to_dict(k) for k, c in self.cells.items()],
             "slots": [s.to_dict(i) for i, s in self.slots.items()],
+            "version_slots": [[v, s.to_dict(i)] for (v, i), s in self.version_slots.items()],
             "token_sources": dict(self.token_sources),
             "mismatch": [self.mismatch_abs, self.mismatch_server],
             "kv_fill": {st: [f.ratio_sum, f.samples, f.sq_sum] for st, f in self.kv_fill.items()},
@@ -398,6 +436,12 @@ class Recorder:
                 self.slots[i].merge(s)
             else:
                 self.slots[i] = s
+        for v, sd in d.get("version_slots", ()):
+            i, s = Slot.from_dict(sd)
+            if (str(v), i) in self.version_slots:
+                self.version_slots[(str(v), i)].merge(s)
+            else:
+                self.version_slots[(str(v), i)] = s
         self.token_sources.update({str(k): int(v) for k, v in d["token_sources"].items()})
         self.mismatch_abs += int(d["mismatch"][0])
         self.mismatch_server += int(d["mismatch"][1])

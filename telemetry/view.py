@@ -65,6 +65,10 @@ class RunView:
     active_users: int = 0
     detectors: dict | None = None
     """The live detectors' latest state (telemetry/detectors.py), None before their first check."""
+    version_servers: dict[str, dict] = field(default_factory=dict)
+    """With --route-table: per version, its backend's scrapes: ``{"url", "series", "scrapes", "failures"}``."""
+    route_fallback: dict | None = None
+    """The --route-fallback rule's latest state (telemetry/fallback.py), None without a rule."""
 
     @property
     def slot_s(self) -> float:
@@ -88,6 +92,36 @@ class RunView:
             end = history[i + 1][1] if i + 1 < len(history) else last_end
             spans.append((st, start, max(end, start)))
         return spans
+
+    def version_windows(self, version: str, seconds: float, origin_s: float, count: int) -> list[Window]:
+        """``count`` windows of one route version from ``origin_s`` on (the per-version slots: requests, errors,
+        sent, and the one-value-per-request metrics; a slot counts in the window its start falls in)."""
+        out = [Window(origin_s + i * seconds, origin_s + (i + 1) * seconds) for i in range(count)]
+        for (v, i), slot in self.merged.version_slots.items():
+            if v != version:
+                continue
+            k = math.floor((i * self.slot_s - self.t0_wall - origin_s) / seconds + 1e-9)
+            if 0 <= k < count:
+                w = out[k]
+                w.requests += slot.requests
+                w.errors += slot.errors
+                w.output_tokens += slot.output_tokens
+                for m in WINDOW_METRICS:
+                    w.sketches[m].merge(slot.sketches[m])
+        return out
+
+    def sent_by_version(self, since_s: float | None = None, until_s: float | None = None) -> dict[str, int]:
+        """Requests sent per version in slots that start at/after ``since_s`` and end by ``until_s`` (seconds since
+        the run start; None: no bound)."""
+        out: dict[str, int] = {}
+        for (v, i), slot in self.merged.version_slots.items():
+            start = i * self.slot_s - self.t0_wall
+            if since_s is not None and start < since_s - 1e-9:
+                continue
+            if until_s is not None and start + self.slot_s > until_s + 1e-9:
+                continue
+            out[v] = out.get(v, 0) + slot.sent
+        return out
 
     def windows(self, seconds: float, origin_s: float = 0.0) -> list[Window]:
         """Merged client sketches per ``seconds``-wide window from ``origin_s`` (default: the run start) on,

@@ -14,15 +14,17 @@ import inspect
 import logging
 
 import gevent
-from locust.runners import MasterRunner
+from locust.runners import MasterRunner, WorkerRunner
 
 from users.align import check
 from users.budget import install as install_budget
 from users.inflight import Inflight
 from users.server_info import ServerUnreachable, first_model, json_poster
 from users.settings import RunSettings
+from users.versions import resolve_versions
 from users.watchdog import StallWatch
 from workload.prompts import SyntheticPrompts
+from workload.routing import ROUTE_FALLBACK_MESSAGE
 from workload.tokenizers import AUTO, Chosen, choose_tokenizer
 
 log = logging.getLogger(__name__)
@@ -35,6 +37,8 @@ class UsersPlugin:
 
     def register(self) -> None:
         self.environment.llm_inflight = Inflight()
+        if isinstance(self.environment.runner, WorkerRunner):
+            self.environment.runner.register_message(ROUTE_FALLBACK_MESSAGE, self._on_fallback)
         self.environment.events.test_start.add_listener(self._on_test_start)
         self.environment.events.test_stop.add_listener(self._on_test_stop)
 
@@ -75,12 +79,31 @@ class UsersPlugin:
             settings.model = self._model(host, settings.headers(False))
         self._use(environment, choose_tokenizer(self._option(environment), settings.model))
         settings.use_tokenizer(environment.llm_tokenizer.name)
+        if settings.route_table is not None:
+            settings.versions = self._versions(environment, settings)
         settings.opens_thinking = environment.llm_tokenizer.opens_thinking
         post = json_poster(host, settings.headers(False))
         for chat in (True, False):
             source = settings.source(chat)
             if isinstance(source, SyntheticPrompts):
                 check(post, source, settings.rng, settings.model, settings.align_prompts)
+
+    def _versions(self, environment, settings: RunSettings) -> dict:
+        """Each route version's tokenizer (users/versions.py), logged once and kept as
+        ``environment.llm_route_tokenizers`` for the run record."""
+        headers = settings.headers(False)
+        versions = resolve_versions(settings.route_table, settings.route_tokenizers, self._option(environment),
+                                    lambda url: self._model(url, headers))  # fmt: skip
+        if environment.__dict__.get("llm_route_tokenizers") is None:
+            for v, vt in versions.items():
+                log.info("LLM users: version %s counts with %s (%s), sha256 %s, X-Compat-Level %s against %s",
+                         v, vt.name, vt.source, vt.hash[:16], vt.compat_level, vt.reference)  # fmt: skip
+        environment.llm_route_tokenizers = {v: vt.record() for v, vt in versions.items()}
+        return versions
+
+    def _on_fallback(self, environment, msg, **_kw) -> None:
+        """The master's fallback: move the failing version's buckets here too (``--route-fallback``)."""
+        apply_fallback(environment, msg.data)
 
     @staticmethod
     def _option(environment) -> str:
@@ -108,6 +131,13 @@ class UsersPlugin:
                 return
             model = self._model(environment.host, settings.headers(False))
         self._use(environment, choose_tokenizer(option, model))
+        try:
+            settings = RunSettings.from_options(environment.parsed_options)
+        except ValueError as e:
+            log.error("LLM users: %s", e)
+            return
+        if settings.route_table is not None:
+            self._versions(environment, settings)
 
     def _model(self, host: str, headers: dict[str, str]) -> str | None:
         if host not in self._models:
@@ -118,6 +148,18 @@ class UsersPlugin:
                 log.error("LLM users: %s. Requests go out without a model name; pass --model to set one.", e)
                 self._models[host] = None
         return self._models[host]
+
+
+def apply_fallback(environment, data: dict | None) -> bool:
+    """Move ``data["from"]``'s buckets to ``data["to"]`` in this process's route table; False when nothing moved."""
+    settings = getattr(environment, "llm_users", None)
+    if settings is None or not isinstance(data, dict):
+        return False
+    moved = settings.fall_back(str(data.get("from")), str(data.get("to")))
+    if moved:
+        log.warning("LLM users: route fallback %s -> %s applied (%s's buckets now go to %s)",
+                    data["from"], data["to"], data["from"], data["to"])  # fmt: skip
+    return moved
 
 
 def install(environment) -> None:

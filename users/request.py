@@ -62,22 +62,35 @@ class _Shape(Protocol):
     def model_input(self, texts: tuple[str, ...]) -> object: ...
 
 
+MAX_DRAWS = 16
+"""Draws per request when the route versions run different tokenizers (``--route-tokenizers``): a prompt is cut
+with one of them, chosen uniformly, and kept when its fingerprint picks a version that runs it, so each version's
+prompts are counted with its own tokenizer and the versions keep their bucket shares. With two tokenizers each draw
+is kept with probability 1/2 on average; after MAX_DRAWS the last draw is sent as it is (its count may differ)."""
+
+
 def draw(settings: RunSettings, adapter: _Shape, stage: Stage, group: int = 0) -> RequestInput:
     """Draw one request's input: the output length, then ``--batch-size`` prompts for a batched adapter
-    (else one) of a length from the stage's ``input_len`` or ``--input-len``, then its route. With
+    (else one) of a length from the stage's ``input_len`` or ``--input-len``, then its route (redrawn while the
+    route's version runs another tokenizer than the prompt was cut with: :data:`MAX_DRAWS`). With
     ``--shared-prefix-len`` each prompt starts with the system prompt of the user's prefix ``group``: a
     system message for chat, the prompt's head for completions (its tokens added to the count)."""
     max_tokens = settings.max_tokens()
     n = settings.batch_size if adapter.batched else 1
-    prompts = [settings.prompt(adapter.chat, stage.input_len) for _ in range(n)]
-    texts = tuple(p.text for p in prompts)
-    system = settings.system_prompt(group)
-    if system and not adapter.chat:
-        texts = tuple(system + t for t in texts)
-    model_input = adapter.model_input(texts)
-    if system and adapter.chat:
-        model_input = [{"role": "system", "content": system}, *model_input]
-    picked = settings.route(model_input)
+    names = settings.draw_tokenizers()
+    for _draw in range(MAX_DRAWS if names else 1):
+        tok = names[int(settings.rng.integers(len(names)))] if names else None
+        prompts = [settings.prompt(adapter.chat, stage.input_len, tok) for _ in range(n)]
+        texts = tuple(p.text for p in prompts)
+        system = settings.system_prompt(group, tok)
+        if system and not adapter.chat:
+            texts = tuple(system + t for t in texts)
+        model_input = adapter.model_input(texts)
+        if system and adapter.chat:
+            model_input = [{"role": "system", "content": system}, *model_input]
+        picked = settings.route(model_input)
+        if tok is None or picked is None or settings.tokenizer_of(picked[0]) == tok:
+            break
     return RequestInput(
         texts=texts,
         prompt_tokens=sum(p.tokens for p in prompts) + (len(prompts) * settings.shared_prefix_len if system else 0),

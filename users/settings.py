@@ -31,8 +31,10 @@ from users.options import (
     TOKENIZER_DEFAULT,
     TURNS_DEFAULT,
     ThinkTime,
+    route_tokenizers_from,
 )
 from users.tracing import RequestIds
+from users.versions import VersionTokenizer
 from workload.datasets import load_prompt_file
 from workload.lengths import LengthDist, parse_spec
 from workload.prompts import FilePrompts, Prompt, SyntheticPrompts
@@ -64,6 +66,11 @@ class RunSettings:
     opens_thinking: bool = False
     """The served model's chat template opens ``<think>`` in the prompt (R1): chat replies start as reasoning."""
     route_table: RouteTable | None = None
+    route_tokenizers: dict[str, str] = field(default_factory=dict)
+    """``--route-tokenizers`` as given (version -> name, path or auto)."""
+    versions: dict[str, VersionTokenizer] = field(default_factory=dict)
+    """Each route version's tokenizer, resolved at test start (users/versions.py); empty: every version counts
+    with ``tokenizer``."""
     request_ids: RequestIds = field(default_factory=RequestIds)
     """This process's X-Request-Id / traceparent source (:mod:`users.tracing`), shared by its users."""
     shared_prefix_len: int = SHARED_PREFIX_LEN_DEFAULT
@@ -76,7 +83,8 @@ class RunSettings:
     worker_index: int = 0
     _users: int = field(default=0, repr=False)
     _prefixes: dict[int, str] = field(default_factory=dict, repr=False)
-    _sources: dict[bool, SyntheticPrompts | FilePrompts] = field(default_factory=dict, repr=False)
+    _sources: dict[tuple[str, bool], SyntheticPrompts | FilePrompts] = field(default_factory=dict, repr=False)
+    _prefix_texts: dict[tuple[str, int], str] = field(default_factory=dict, repr=False)
     _specs: dict[str, LengthDist] = field(default_factory=dict, repr=False)
     _blocks: dict[bool, BlockPrompts] = field(default_factory=dict, repr=False)
 
@@ -103,6 +111,7 @@ class RunSettings:
             prompt_texts=load_prompt_file(prompt_file) if prompt_file else None,
             align_prompts=bool(get("align_prompts", False)),
             route_table=RouteTable.parse(str(route)) if (route := get("route_table", None)) else None,
+            route_tokenizers=route_tokenizers_from(opts),
             request_ids=RequestIds(int(worker_index)),
             shared_prefix_len=int(get("shared_prefix_len", SHARED_PREFIX_LEN_DEFAULT)),
             prefix_groups=int(get("prefix_groups", PREFIX_GROUPS_DEFAULT)),
@@ -120,11 +129,19 @@ class RunSettings:
         self._users += 1
         return g
 
-    def system_prompt(self, group: int) -> str:
+    def system_prompt(self, group: int, tokenizer: str | None = None) -> str:
         """Shared system prompt of a group: ``--shared-prefix-len`` tokens, the same text in every process
-        (drawn from ``--seed`` and the group alone); "" without ``--shared-prefix-len``."""
+        (drawn from ``--seed`` and the group alone); "" without ``--shared-prefix-len``. ``tokenizer``: a route
+        version's (its words), default the process's."""
         if self.shared_prefix_len <= 0:
             return ""
+        if tokenizer is not None and tokenizer != self.tokenizer_name:
+            key = (tokenizer, group)
+            if key not in self._prefix_texts:
+                words = SyntheticPrompts(load_tokenizer(tokenizer), chat=False)
+                self._prefix_texts[key] = words.words(np.random.default_rng([self.seed, 0x5E7F1C, group]),
+                                                      self.shared_prefix_len)  # fmt: skip
+            return self._prefix_texts[key]
         text = self._prefixes.get(group)
         if text is None:
             words = SyntheticPrompts(self.tokenizer, chat=False)
@@ -139,15 +156,19 @@ class RunSettings:
             self._sources.clear()
             self._prefixes.clear()
             self._blocks.clear()
+            self._prefix_texts.clear()
 
-    def source(self, chat: bool) -> SyntheticPrompts | FilePrompts:
-        src = self._sources.get(chat)
+    def source(self, chat: bool, tokenizer: str | None = None) -> SyntheticPrompts | FilePrompts:
+        """The prompt source counting with ``tokenizer`` (a route version's), default the process's."""
+        name = tokenizer or self.tokenizer_name
+        src = self._sources.get((name, chat))
         if src is None:
+            tok = self.tokenizer if name == self.tokenizer_name else load_tokenizer(name)
             if self.prompt_texts is not None:
-                src = FilePrompts(self.prompt_texts, self.tokenizer, chat)
+                src = FilePrompts(self.prompt_texts, tok, chat)
             else:
-                src = SyntheticPrompts(self.tokenizer, chat)
-            self._sources[chat] = src
+                src = SyntheticPrompts(tok, chat)
+            self._sources[(name, chat)] = src
         return src
 
     def length_dist(self, spec: str | None) -> LengthDist:
@@ -159,8 +180,33 @@ class RunSettings:
             dist = self._specs[spec] = parse_spec(spec)
         return dist
 
-    def prompt(self, chat: bool, spec: str | None = None) -> Prompt:
-        return self.source(chat).build(self.rng, self.length_dist(spec).sample(self.rng))
+    def prompt(self, chat: bool, spec: str | None = None, tokenizer: str | None = None) -> Prompt:
+        return self.source(chat, tokenizer).build(self.rng, self.length_dist(spec).sample(self.rng))
+
+    def tokenizer_of(self, version: str | None) -> str:
+        """The tokenizer a route version's prompts are cut and counted with."""
+        vt = self.versions.get(version) if version is not None else None
+        return vt.name if vt is not None else self.tokenizer_name
+
+    def draw_tokenizers(self) -> list[str]:
+        """The tokenizers the versions of the current route table run, when they are not all the process's one:
+        a request is then drawn with one of them and kept when its fingerprint picks a version that runs it
+        (users/request.py); empty: draw with the process's tokenizer."""
+        if self.route_table is None or not self.versions:
+            return []
+        names = list(dict.fromkeys(self.tokenizer_of(v) for v in self.route_table.versions))
+        return [] if names == [self.tokenizer_name] else names
+
+    def fall_back(self, from_version: str, to_version: str) -> bool:
+        """Move ``from_version``'s buckets to ``to_version`` (a fallback the master decided); False when the table
+        has no such versions (or has moved them already)."""
+        if self.route_table is None or from_version not in self.route_table.versions:
+            return False
+        try:
+            self.route_table = self.route_table.moved(from_version, to_version)
+        except ValueError:
+            return False
+        return True
 
     def trace_prompt(self, chat: bool, record: TraceRecord) -> Prompt:
         """The prompt of a trace line (``--trace``): its hash ids' blocks, the same bytes in every process."""
@@ -187,7 +233,9 @@ class RunSettings:
         if self.route_table is None:
             return None
         _fp, _bucket, r = self.route_table.route_for(self.model or "", input_obj)
-        return r.version, r.base_url, metadata_headers(r.version, self.tokenizer_name)
+        vt = self.versions.get(r.version)
+        headers = vt.headers(r.version) if vt is not None else metadata_headers(r.version, self.tokenizer_name)
+        return r.version, r.base_url, headers
 
     def sampling(self, max_tokens: int) -> dict:
         """The length controls of a request body."""

@@ -31,8 +31,15 @@ from workload.tokenizers import tokenizer_hash
 BUCKETS = 100
 DEFAULT_BUCKET_TABLE = "0-79=v1,80-94=beta,95-99=canary"
 ROUTE_TABLE_FORM = "VERSION=URL@LO-HI[,VERSION=URL@LO-HI...] (e.g. v1=http://a:8000@0-79,beta=http://b:8000@80-99)"
+ROUTE_TOKENIZERS_FORM = (
+    "VERSION=TOKENIZER[,VERSION=TOKENIZER...] (a bundled name, a path or auto; e.g. v1=deepseek-v2,beta=deepseek-v3)"
+)
 BUCKET_TABLE_FORM = "LO-HI=VERSION[,LO-HI=VERSION...] (e.g. 0-79=v1,80-94=beta,95-99=canary)"
-COMPAT_LEVELS = ("backward", "forward", "full")
+COMPAT_LEVELS = ("full", "backward", "forward", "none")
+"""X-Compat-Level values, from the strictest: see :func:`workload.compat.compat_level` for the measured rule."""
+ROUTE_FALLBACK_MESSAGE = "llm_route_fallback"
+"""The master -> worker message of a fallback (``--route-fallback``): ``{"from": version, "to": version}``."""
+TOKENIZER_HEADERS = ("X-Tokenizer-Version", "X-Tokenizer-Hash", "X-Compat-Level")
 
 _VERSION_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 _RANGE_RE = re.compile(r"^\s*(\d+)\s*-\s*(\d+)\s*$|^\s*(\d+)\s*$")
@@ -181,6 +188,28 @@ class RouteTable:
 
     def buckets(self) -> BucketTable:
         return BucketTable(tuple((lo, hi, r.version) for lo, hi, r in self.spans))
+
+    def moved(self, from_version: str, to_version: str) -> RouteTable:
+        """The table with ``from_version``'s buckets served by ``to_version`` (a fallback): same ranges, its route."""
+        target = next((r for _lo, _hi, r in self.spans if r.version == to_version), None)
+        if target is None or from_version not in self.versions:
+            raise ValueError(f"fallback {from_version}->{to_version}: the route table has {', '.join(self.versions)}")
+        return RouteTable(tuple((lo, hi, target if r.version == from_version else r) for lo, hi, r in self.spans))
+
+
+def parse_route_tokenizers(text: str) -> dict[str, str]:
+    """``--route-tokenizers``: ``{version: tokenizer}`` (names or paths; each version once)."""
+    out: dict[str, str] = {}
+    for item in _items(text, ROUTE_TOKENIZERS_FORM):
+        version, sep, tok = item.partition("=")
+        version, tok = version.strip(), tok.strip()
+        if not sep or not tok:
+            raise ValueError(f"bad entry {item!r}; expected {ROUTE_TOKENIZERS_FORM}")
+        _check_version(version, ROUTE_TOKENIZERS_FORM)
+        if version in out:
+            raise ValueError(f"version {version!r} is given twice; expected {ROUTE_TOKENIZERS_FORM}")
+        out[version] = tok
+    return out
 
 
 def _items(text: str, form: str) -> list[str]:

@@ -12,6 +12,7 @@ import asyncio
 import itertools
 import os
 import time
+from collections import Counter
 from dataclasses import dataclass
 
 import numpy as np
@@ -23,10 +24,11 @@ from server.sim import sse
 from server.sim.engine import Engine
 from server.sim.faults import HANG_SECONDS, IMMEDIATE, Fault, Faults
 from server.sim.http import Connection, Handler, Request, WriteBatcher
-from server.sim.metrics import CONTENT_TYPE, render
+from server.sim.metrics import CONTENT_TYPE, HeaderCollector, render
 from server.sim.scheduler import FINISHED, SimRequest
 from server.sim.textgen import Vocabulary
 from workload.lengths import LengthDist
+from workload.routing import TOKENIZER_HEADERS
 from workload.tokenizers import render_chat
 
 REASONING_FIELDS = ("reasoning_content", "reasoning", "think-tags")
@@ -117,6 +119,10 @@ class SimApp:
         self.created = int(time.time())
         self._ids = itertools.count(1)
         self._id_prefix = os.urandom(4).hex()
+        self.tokenizer_headers: Counter = Counter()
+        """(header, value) -> generation requests that carried it: the X-Tokenizer-* / X-Compat-Level headers a
+        gray-routing client sends (``sim:tokenizer_header_requests_total`` in /metrics)."""
+        registry.register(HeaderCollector(self.tokenizer_headers))
 
     def routes(self) -> dict[tuple[str, str], Handler]:
         return {
@@ -183,6 +189,10 @@ class SimApp:
         self._generate(req, conn, "chat")
 
     def _generate(self, req: Request, conn: Connection, kind: str) -> None:
+        for name in TOKENIZER_HEADERS:
+            value = req.headers.get(name.lower())
+            if value is not None:
+                self.tokenizer_headers[(name, value)] += 1
         try:
             params = self._parse(req.body, kind)
         except ApiError as e:

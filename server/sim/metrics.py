@@ -11,6 +11,7 @@ a custom collector turns them into metric families at scrape time, in a private 
 from __future__ import annotations
 
 from bisect import bisect_left
+from collections import Counter
 from collections.abc import Callable, Iterator
 
 from prometheus_client import CollectorRegistry, generate_latest
@@ -164,6 +165,23 @@ class SimCollector:
         fam = HistogramMetricFamily(name, doc, labels=self.labels)
         fam.add_metric(self.values, buckets=h.cumulative(), sum_value=h.sum)
         return fam
+
+
+class HeaderCollector:
+    """``sim:tokenizer_header_requests_total{header, value}``: generation requests per X-Tokenizer-* header value
+    received (not a vLLM metric: the simulator's own record that a gray-routing client's headers arrive)."""
+
+    NAME = "sim:tokenizer_header_requests"
+
+    def __init__(self, counts: Counter) -> None:
+        self.counts = counts
+
+    def collect(self) -> Iterator:
+        fam = CounterMetricFamily(self.NAME, "Generation requests per tokenizer metadata header value received.",
+                                  labels=("header", "value"))
+        for (header, value), n in sorted(self.counts.items()):
+            fam.add_metric([header, value], float(n))
+        yield fam
 
 
 def make_registry(collector: SimCollector) -> CollectorRegistry:

@@ -1,5 +1,6 @@
 """diff: align difflog records of two tokenizers by ``input_id`` and report character-level boundary
-differences through their offsets (seed 4.1).
+differences through their offsets (seed 4.1), with the compat level of B against A (:mod:`workload.compat`: the
+rule the gray-routed users' ``X-Compat-Level`` comes from).
 
 Reads one log holding both tokenizers' records, or two logs (one each). When a log holds the same
 (tokenizer, input_id) more than once, the record with the latest ``ts`` counts. Inputs present on one
@@ -19,6 +20,7 @@ from tokenizer_checks.outcome import Outcome
 from tokenizer_checks.segments import boundary_diffs
 from tokenizer_checks.texts import InputError, parse_names
 from workload.argtypes import fraction, non_negative_int
+from workload.compat import TextPair, compat_level
 
 HELP = "align two tokenizers' difflog records by input_id and report boundary differences via offsets"
 REQUIRED = ("ts", "tokenizer", "input_id", "tokens", "offsets")
@@ -98,6 +100,8 @@ def run(args: argparse.Namespace) -> Outcome:
         "with_boundary_diffs": len(differing),
         "spans": sum(len(r["spans"]) for r in rows),
         "diff_share": round(len(differing) / len(rows), 6) if rows else 0.0,
+        "compat_level": compat_level(TextPair(r["same_tokens"], r["same_boundaries"], *r["tokens"]) for r in rows)
+        if rows else None,
         "unmatched": {a: sorted(set(ids_a) - ids_b), b: sorted(ids_b - set(ids_a))},
         "results": rows,
     }
@@ -111,7 +115,8 @@ def run(args: argparse.Namespace) -> Outcome:
 def _lines(d: dict, show: int) -> list[str]:
     lines = [
         f"diff {d['a']} vs {d['b']}: {d['compared']} inputs aligned by input_id, "
-        f"{d['with_boundary_diffs']} split differently ({d['spans']} spans), {d['same_boundaries']} identical",
+        f"{d['with_boundary_diffs']} split differently ({d['spans']} spans), {d['same_boundaries']} identical; "
+        f"compat level of {d['b']} against {d['a']}: {d['compat_level']} (X-Compat-Level, workload/compat.py)",
     ]
     for side, ids in d["unmatched"].items():
         if ids:
