@@ -1,6 +1,6 @@
 """Read the texts the checks run on: plain text (one text per line) or JSONL (``{"id", "text", ...}`` per line).
 
-    >>> texts = load_texts("tokenizer_checks/data/drift_corpus.txt")   # Text(id="L1", text=..., meta={})
+    >>> texts = load_texts("workload/data/drift_corpus.txt")   # Text(id="L1", text=..., meta={})
     >>> texts = load_texts(shipped("multilingual_cases.jsonl"))
 
 Plain lines get ids ``L<line number>``; blank lines and lines starting with ``#`` are skipped. In a plain file a

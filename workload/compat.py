@@ -13,29 +13,28 @@ Each text is encoded by the OLD tokenizer (the route table's first version, the 
 
     >>> compat_level([TextPair(True, True, 12, 12)])
     'full'
-    >>> measure(load_tokenizer("deepseek-v2"), load_tokenizer("deepseek-v3"))["level"]   # over COMPAT_TEXTS
+    >>> measure(load_tokenizer("deepseek-v2"), load_tokenizer("deepseek-v3"))["level"]   # over COMPAT_CORPUS
+    'none'
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
 
 from tokenizers import Tokenizer
 
-COMPAT_TEXTS: tuple[str, ...] = (
-    "大模型推理服务的吞吐量取决于批处理策略、显存容量和请求长度分布。",
-    "分词器升级可能悄悄改变 token 边界，让所有基于长度的基准测试失去可比性。",
-    "The first token latency is dominated by prefill compute and the time a request waits in the queue.",
-    "Continuous batching lets a new request join the running batch at any decode step.",
-    "def route(bucket: int) -> str:\n    return 'beta' if bucket >= 80 else 'v1'",
-    "for i in range(10):\n    total += prices[i] * 0.85  # 15% off",
-    "KV Cache 的块大小默认是 16 个 token，前缀缓存复用相同系统提示的块。",
-    "Compare TTFT p99 of v1 and beta over the same 10 s windows before rolling out 100%.",
-    "SELECT version, count(*) FROM requests WHERE ttft_ms > 2000 GROUP BY version;",
-    "Mixed 中英文 text with numbers 12345 and symbols -> => != <= ...",
-)
-"""The texts the client measures the drift on (mixed Chinese / English / code, like the drift corpus)."""
+COMPAT_CORPUS = Path(__file__).resolve().parent / "data" / "drift_corpus.txt"
+"""The texts the level is measured on: the mixed Chinese / English / code corpus that ``tokenizer_checks drift`` and
+``difflog`` default to (one text per line, ``#`` lines skipped, ``\\n`` for a newline)."""
+
+
+@lru_cache(maxsize=1)
+def corpus_texts() -> tuple[str, ...]:
+    lines = COMPAT_CORPUS.read_text(encoding="utf-8").splitlines()
+    return tuple(ln.replace("\\n", "\n") for ln in lines if ln.strip() and not ln.startswith("#"))
 
 
 @dataclass(frozen=True)
@@ -73,10 +72,12 @@ def pair_of(old_ids: Sequence[int], old_offsets: Sequence[Sequence[int]], new_id
                     len(new_ids))  # fmt: skip
 
 
-def measure(old: Tokenizer, new: Tokenizer, texts: Sequence[str] = COMPAT_TEXTS) -> dict:
-    """``{"level", "texts", "identical_ids", "same_boundaries", "mean_token_ratio"}`` of NEW against OLD."""
-    a = old.encode_batch(list(texts), add_special_tokens=False)
-    b = new.encode_batch(list(texts), add_special_tokens=False)
+def measure(old: Tokenizer, new: Tokenizer, texts: Sequence[str] | None = None) -> dict:
+    """``{"level", "texts", "identical_ids", "same_boundaries", "mean_token_ratio"}`` of NEW against OLD over
+    ``texts`` (default: :data:`COMPAT_CORPUS`)."""
+    texts = list(corpus_texts() if texts is None else texts)
+    a = old.encode_batch(texts, add_special_tokens=False)
+    b = new.encode_batch(texts, add_special_tokens=False)
     pairs = [pair_of(x.ids, x.offsets, y.ids, y.offsets) for x, y in zip(a, b, strict=True)]
     ratios = [p.new_tokens / p.old_tokens for p in pairs if p.old_tokens]
     return {

@@ -52,10 +52,10 @@ def test_unnamed_versions_take_the_auto_choice_for_their_backends_model() -> Non
     models = {"http://127.0.0.1:8001": "deepseek-ai/DeepSeek-V2-Lite-Chat", "http://127.0.0.1:8002": "DeepSeek-V3"}
     vt = resolve_versions(table, {}, "auto", models.get)
     assert (vt["v1"].name, vt["v1"].source, vt["beta"].name) == ("deepseek-v2", "model", "deepseek-v3")
-    assert vt["v1"].compat_level == "full" and vt["beta"].compat_level == "forward"
+    assert vt["v1"].compat_level == "full" and vt["beta"].compat_level == "none"  # V2 -> V3 lengthens some texts
     named = resolve_versions(table, {"beta": "deepseek-v4"}, "deepseek-v3", models.get)
     assert (named["v1"].name, named["v1"].source) == ("deepseek-v3", "option")  # --tokenizer named one
-    assert (named["beta"].name, named["beta"].compat_level) == ("deepseek-v4", "full")  # V4 splits like V3
+    assert (named["beta"].name, named["beta"].compat_level) == ("deepseek-v4", "forward")  # V3 but <think>
 
 
 def test_each_versions_prompts_are_counted_with_its_tokenizer_and_carry_its_headers() -> None:
@@ -68,7 +68,7 @@ def test_each_versions_prompts_are_counted_with_its_tokenizer_and_carry_its_head
         seen[v] += 1
         assert inp.prompt_tokens == counters[v](inp.texts[0]), v  # what that version's server counts
         assert inp.route.headers["X-Tokenizer-Hash"] == tokenizer_hash(TOKS[v])
-        assert inp.route.headers["X-Compat-Level"] == ("full" if v == "v1" else "forward")
+        assert inp.route.headers["X-Compat-Level"] == ("full" if v == "v1" else "none")
     assert seen["v1"] > 15 and seen["beta"] > 15  # both keep a share near their 50 buckets
 
 

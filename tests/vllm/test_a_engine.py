@@ -71,3 +71,29 @@ def test_recorded_transcripts_still_describe_this_engine(vllm_server: Server, ca
         return (len(choices), keys, "usage" in obj and obj["usage"] is not None)
 
     assert [shape(e) for e in live[:-1]] == [shape(e) for e in old[:-1]]
+
+
+def test_the_engine_accepts_the_gray_routing_headers(vllm_server: Server):
+    """The X-Tokenizer-* / X-Compat-Level headers a gray-routed request carries (--route-table, --route-tokenizers)
+    are accepted by the real engine: the same answer shape and prompt count as without them."""
+    import urllib.request
+
+    from users.versions import VersionTokenizer
+    from workload.tokenizers import DEFAULT_TOKENIZER
+
+    headers = VersionTokenizer(DEFAULT_TOKENIZER, "route-tokenizers", None, "deepseek-v2").headers("beta")
+    assert headers["X-Compat-Level"] == "none"  # measured (V2 -> V4 lengthens some texts), not a fixed "backward"
+    body = json.dumps({"model": SERVED_NAME, "messages": [{"role": "user", "content": "hello there"}],
+                       "max_tokens": 4, "ignore_eos": True}).encode()  # fmt: skip
+
+    def post(extra: dict[str, str]) -> tuple[int, dict]:
+        req = urllib.request.Request(vllm_server.url + "/v1/chat/completions", data=body, method="POST",
+                                     headers={"Content-Type": "application/json", **extra})  # fmt: skip
+        with urllib.request.urlopen(req, timeout=60) as r:
+            return r.status, json.loads(r.read())
+
+    status, with_headers = post(headers)
+    plain_status, plain = post({})
+    assert status == plain_status == 200
+    assert with_headers["usage"]["prompt_tokens"] == plain["usage"]["prompt_tokens"] > 0
+    assert with_headers["usage"]["completion_tokens"] == 4
