@@ -48,8 +48,10 @@ class TokenCounter:
     def __init__(self, tokenizer: Tokenizer, chat: bool) -> None:
         self.tokenizer = tokenizer
         self.chat = chat
-        self.overhead = self(" ") - self._bare(" ") if chat else 0
-        """Tokens the chat template adds around the user content (0 for completions)."""
+        self.overhead = self(" the") - self._bare(" the") if chat else 0
+        """Tokens the chat template adds around the user content (0 for completions), measured around a space-led
+        word as prompts start with one: around a bare space, DeepSeek-V2's and Qwen2.5's templates merge the space
+        into their own tokens and counted one less, so every prompt missed its count and was re-encoded."""
 
     def _bare(self, text: str) -> int:
         return len(self.tokenizer.encode(text, add_special_tokens=False).ids)
