@@ -32,6 +32,12 @@ def _q(key: str, field: str) -> Callable[[dict], float | None]:
     return lambda d: (d.get(key) or {}).get(field)
 
 
+def _version_server(d: dict, key: str, field: str | None = None) -> float | None:
+    """A route version's own backend figure (``versions.<v>.server``, --route-table), None without one."""
+    value = (d.get("server") or {}).get(key) if isinstance(d.get("server"), dict) else None
+    return (value or {}).get(field) if field is not None and isinstance(value, dict) else value
+
+
 FIGURES: dict[str, tuple[str, Callable[[dict], float | None], Callable[[dict], float | None]]] = {
     # name: (unit, from the whole run, from a stage or version)
     **{f"{m}_{p}": ("ms", _q(f"{m}_ms", p), _q(f"{m}_ms", p))
@@ -40,8 +46,9 @@ FIGURES: dict[str, tuple[str, Callable[[dict], float | None], Callable[[dict], f
     "goodput_rps": ("req/s", lambda s: s.get("goodput_rps"), lambda d: None),
     "failed": ("requests", lambda s: (s.get("requests") or {}).get("failed"), lambda d: d.get("failed")),
     "server_kv_mean": ("ratio", lambda s: ((s.get("server") or {}).get("kv_cache_usage") or {}).get("mean"),
-                       lambda d: d.get("server_kv_usage_mean")),
-    "preemptions": ("count", lambda s: (s.get("server") or {}).get("preemptions"), lambda d: d.get("preemptions")),
+                       lambda d: d.get("server_kv_usage_mean", _version_server(d, "kv_cache_usage", "mean"))),
+    "preemptions": ("count", lambda s: (s.get("server") or {}).get("preemptions"),
+                    lambda d: d.get("preemptions", _version_server(d, "preemptions"))),
 }  # fmt: skip
 """What a row compares; --fail-on names these."""
 

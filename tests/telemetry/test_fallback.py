@@ -133,3 +133,14 @@ def test_a_rule_naming_a_version_the_table_lacks_is_logged_and_not_run(caplog) -
         assert hub.view().route_fallback["error"].startswith("--route-fallback names 'canary'")
     finally:
         role.close()
+
+
+def test_compare_rows_each_versions_own_backend() -> None:
+    from telemetry.compare import rows
+
+    def summary(kv: float, pre: int) -> dict:
+        return {"schema": 2, "requests": {}, "versions": {"beta": {"server": {
+            "kv_cache_usage": {"mean": kv, "max": kv, "last": 0.0}, "preemptions": pre}}}}  # fmt: skip
+
+    got = {r.figure: (r.base, r.new) for r in rows(summary(0.2, 1), summary(0.05, 4)) if r.scope == "version beta"}
+    assert got == {"server_kv_mean": (0.2, 0.05), "preemptions": (1, 4)}
