@@ -98,8 +98,8 @@ def test_web_ui_form_picks_the_toy_shape_with_its_field(toy, monkeypatch):
     assert r["success"], r
     assert isinstance(env.shape_class, ToySweepShape)
     r = client.post("/swarm", data={**base, "shape": "no-such"}).get_json()
-    assert r["success"] is False and "not one of none, concurrency-sweep, length-sweep, rate-sweep, trace-replay, toy-sweep" in (
-        r["message"])
+    choices = "none, concurrency-sweep, length-sweep, rate-sweep, trace-replay, toy-sweep"
+    assert r["success"] is False and f"not one of {choices}" in r["message"]
     env.runner.quit()
 
 

@@ -1,18 +1,25 @@
 """shapes.trace and the pacer's trace slots: each process gets every workers-th line at the trace's own time
 (``--trace-speedup`` faster), a line taken when already due counts as late, a spent share ends; the plan holds
-the users in a warm-up twin that sends nothing until the trace's clock starts."""
+the users in a warm-up twin that sends nothing until the trace's clock starts; the web UI's start form runs the
+same checks."""
 
 from __future__ import annotations
 
 import json
+import sys
 
+import gevent
 import numpy as np
 import pytest
+from locust.env import Environment
 
 from shapes.pacer import Pacer
 from shapes.plan import PlanError, trace_plan
+from shapes.plugin import install as install_shapes
+from shapes.sweep import TraceReplayShape
 from shapes.trace import TRACE_TAIL_S, TraceSchedule
-from tests.shapes.test_propagation import _options
+from tests.shapes.test_propagation import _Idle, _options
+from webui.plugin import install as install_webui
 from workload.trace import load_trace
 
 
@@ -74,3 +81,31 @@ def test_plan_names_the_option_it_cannot_use(tmp_path, trace_file):
         trace_plan(_options(trace=str(tmp_path / "absent.jsonl")))
     with pytest.raises(PlanError, match="--trace-speedup"):
         trace_plan(_options(trace=trace_file, trace_speedup="0"))
+
+
+def test_web_start_form_refuses_a_bad_trace_and_replays_a_good_one(monkeypatch, tmp_path, trace_file):
+    monkeypatch.setattr(sys, "argv", ["locust"])
+    env = Environment(user_classes=[_Idle], parsed_options=_options(headless=False))
+    env.create_local_runner()
+    env.create_web_ui("127.0.0.1", 0, delayed_start=True)
+    install_shapes(env)
+    install_webui(env)
+    client = env.web_ui.app.test_client()
+    base = {"user_count": "3", "spawn_rate": "50", "host": "http://127.0.0.1:1", "shape": "trace-replay"}
+    try:
+        bad = tmp_path / "bad.jsonl"
+        bad.write_text('{"timestamp": 0, "input_length": 8, "output_length": 1, "hash_ids": [1, 2]}\n')
+        r = client.post("/swarm", data={**base, "trace": str(bad)}).get_json()
+        assert r["success"] is False and f"{bad}:1: 2 hash_ids for input_length 8" in r["message"], r
+        r = client.post("/swarm", data={**base, "trace": trace_file, "max_concurrency": "2"}).get_json()
+        assert r["success"], r
+        assert isinstance(env.shape_class, TraceReplayShape)
+        for _ in range(100):  # the warm-up twin holds until both users run, then the trace's clock starts
+            if env.llm_stage_board.current.name == "trace":
+                break
+            gevent.sleep(0.05)
+        pacer = env.llm_pacer
+        assert env.llm_stage_board.current.name == "trace" and pacer is not None and pacer.replaying
+        assert pacer.stage == "trace" and pacer.rate == pytest.approx(9 / (2.0 + TRACE_TAIL_S))
+    finally:
+        env.runner.quit()
