@@ -5,7 +5,8 @@ included, with the client's count checked against the prompt encoded whole.
 
 Prints, per length: the first build (it also encodes the cached pieces once), then the median and max of
 ``--rounds`` builds — the time a user's greenlet holds the event loop to build one prompt — and the time the
-same prompt takes to encode whole (what verifying it by re-encoding would cost).
+same prompt takes to encode whole (what verifying it by re-encoding would cost); then the same for a trace line
+(``--trace``) of that length built from its hash ids' 512-token blocks (workload/trace.py).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import numpy as np
 from workload.argtypes import positive_int
 from workload.prompts import SyntheticPrompts, TokenCounter
 from workload.tokenizers import load_tokenizer
+from workload.trace import BLOCK_TOKENS, BlockPrompts, TraceRecord
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -48,6 +50,20 @@ def main(argv: list[str] | None = None) -> None:
         print(f"{n:>7} tokens: first build {first_s * 1000:7.1f} ms (pieces encoded once), then median "
               f"{statistics.median(times) * 1000:6.2f} ms, max {max(times) * 1000:6.2f} ms; encoding it whole "
               f"{encode_s * 1000:7.1f} ms; count {p.tokens} = the prompt encoded whole")
+        blocks = BlockPrompts(tok, chat=True, verify_first=0)
+        line = TraceRecord(1, 0.0, n, 1, tuple(range(-(-n // BLOCK_TOKENS))))
+        t = time.perf_counter()
+        blocks.build(line, rng)
+        first_s = time.perf_counter() - t
+        times = []
+        for _ in range(a.rounds):
+            t = time.perf_counter()
+            q = blocks.build(line, rng)
+            times.append(time.perf_counter() - t)
+        assert q.tokens == count(q.text) == n, (q.tokens, n)
+        print(f"{n:>7} tokens, trace line of {len(line.hash_ids)} hash-id blocks: first build {first_s * 1000:7.1f} ms "
+              f"(blocks drawn), then median {statistics.median(times) * 1000:6.2f} ms, max {max(times) * 1000:6.2f} "
+              f"ms; count {q.tokens} = the prompt encoded whole")
 
 
 if __name__ == "__main__":
