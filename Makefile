@@ -61,6 +61,7 @@ lint: install
 
 bench: install
 	$(BIN)/python -m bench.client_cost
+	$(BIN)/python -m bench.scaling
 	$(BIN)/python -m bench.sim_speed
 	$(BIN)/python -m bench.recorder_memory
 	$(BIN)/python -m bench.long_prompt

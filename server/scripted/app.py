@@ -33,6 +33,7 @@ from workload.argtypes import non_negative_int, port, positive_int, seconds
 _KEEP = 200_000  # timing samples kept for /stats
 FAULTS = ("500", "429", "cut", "junk", "stall", "nodone")
 _SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35)
+SELECTORS = {"select": selectors.SelectSelector, "epoll": getattr(selectors, "EpollSelector", selectors.PollSelector)}
 _WORDS = (" the", " of", " and", " to", " in", " is", " for", " on", " that", " with", " as", " by")
 _REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 429: "Too Many Requests", 500: "Internal Server Error"}
 _SSE_HEAD = (
@@ -42,6 +43,9 @@ _SSE_HEAD = (
 """``x-scripted-start``: the request's clock origin (CLOCK_MONOTONIC seconds, the clock of Python's
 time.monotonic() and time.perf_counter() on Linux), so a client on the same host can see when the
 server started the request's schedule."""
+_BURST_ID = b"cmpl-" + b"x" * 12
+"""Where a cached burst (Stream.burst) holds the request id: as wide as ``cmpl-%-12d``."""
+_BURST_HEAD = b'{"id":"' + _BURST_ID + b'","object":"%b","created":0,"model":"%b","choices":['
 
 
 @dataclass
@@ -58,6 +62,8 @@ class Script:
     prompt_offset: int = 0
     tokenize: bool = True
     stats: Counter = field(default_factory=Counter)
+    bursts: dict = field(default_factory=dict)
+    """Whole streams rendered once per shape for ``--ttft-ms 0 --itl-ms 0`` (Stream.burst)."""
     serial: Serial = field(default_factory=Serial)
     """Token counting, one request per loop pass (see server.scripted.serial)."""
     late: deque[float] = field(default_factory=lambda: deque(maxlen=_KEEP))
@@ -121,7 +127,7 @@ class Stream:
         self.prompt_tokens = prompt_tokens
         self.model_key = f"tokens_sent:{body.get('model') or ''}"
         """Per-model token counter: lets two clients share one server and still be told apart."""
-        rid = next(proto.ids)
+        self.rid = rid = next(proto.ids)
         kind = "chat.completion.chunk" if chat else "text_completion"
         self.head = b'{"id":"cmpl-%d","object":"%b","created":%d,"model":"%b","choices":[' % (
             rid,
@@ -159,8 +165,7 @@ class Stream:
         write = self.proto.transport.write
         write(_SSE_HEAD % t_start)
         if self.chat:  # role-only chunk at once, like vLLM: it carries no token
-            role = b'{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}'
-            write(self._event(role, 0 if self.continuous else None))
+            write(self._role())
         self._next_at()
         return self.finished
 
@@ -189,14 +194,7 @@ class Stream:
         write = proto.transport.write
         if j == self.chunks // 2 and self.fault == "junk":
             write(_chunk(b'{"choices": [{"delta": {"content": "oops'))
-        take = min(s.k, self.n - self.done_tokens)
-        self.done_tokens += take
-        done = self.done_tokens
-        s.stats["tokens_sent"] += take
-        s.stats[self.model_key] += take
-        finish = b'"length"' if done == self.n else b"null"
-        text = "".join(next(self.words) for _ in range(take))
-        event = self._event(self._choice(text, finish), done if self.continuous else None)
+        take, event = self._token_event()
         now = self.loop.time()
         if j == 0:
             s.ttft_sent.append(now - self.t_start)
@@ -207,14 +205,59 @@ class Stream:
         self.j += 1
         if self.j < self.chunks:
             return self._next_at()
-        if self.usage:
-            write(_chunk(self.head + b'],"usage":' + self._usage(done) + b"}"))
-        if self.fault != "nodone":
-            write(_chunk(b"[DONE]"))
-        write(b"0\r\n\r\n")
+        write(self._tail())
+        return self._end()
+
+    def _token_event(self) -> tuple[int, bytes]:
+        """The next token-bearing chunk: (its tokens, its bytes); counts them as sent."""
+        s = self.script
+        take = min(s.k, self.n - self.done_tokens)
+        self.done_tokens += take
+        done = self.done_tokens
+        s.stats["tokens_sent"] += take
+        s.stats[self.model_key] += take
+        finish = b'"length"' if done == self.n else b"null"
+        text = "".join(next(self.words) for _ in range(take))
+        return take, self._event(self._choice(text, finish), done if self.continuous else None)
+
+    def _tail(self) -> bytes:
+        """After the last token: the usage chunk, ``[DONE]`` (unless the fault is nodone), the end of the body."""
+        s, done = self.script, self.done_tokens
+        usage = _chunk(self.head + b'],"usage":' + self._usage(done) + b"}") if self.usage else b""
         s.stats["completed"] += 1
         s.stats["output_tokens"] += done
-        return self._end()
+        return usage + (_chunk(b"[DONE]") if self.fault != "nodone" else b"") + b"0\r\n\r\n"
+
+    def burst(self, t_start: float) -> None:
+        """``--itl-ms 0 --ttft-ms 0``: the whole stream in one write, rendered once per shape (endpoint, length,
+        usage options, prompt count) and reused with this request's id, so a request costs the server about one
+        parse and one write whatever its length: a client benchmark's server (bench.scaling) that is not the limit.
+        """
+        s = self.script
+        key = (self.chat, self.n, self.usage, self.continuous, self.prompt_tokens, self.fault)
+        cached = s.bursts.get(key)
+        if cached is None:
+            own, self.head = self.head, _BURST_HEAD % (b"chat.completion.chunk" if self.chat else b"text_completion",
+                                                       s.model.encode())  # fmt: skip
+            self.words = itertools.cycle(_WORDS)
+            self.done_tokens = 0
+            body = self._role() + b"".join(self._token_event()[1] for _ in range(-(-self.n // s.k))) + self._tail()
+            cached = s.bursts[key] = body
+            self.head = own
+        else:
+            s.stats["tokens_sent"] += self.n
+            s.stats[self.model_key] += self.n
+            s.stats["completed"] += 1
+            s.stats["output_tokens"] += self.n
+        s.ttft_sent.append(0.0)
+        self.proto.transport.write(_SSE_HEAD % t_start + cached.replace(_BURST_ID, b"cmpl-%-12d" % self.rid))
+
+    def _role(self) -> bytes:
+        """The role-only chunk a chat stream opens with, like vLLM: it carries no token."""
+        if not self.chat:
+            return b""
+        role = b'{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}'
+        return self._event(role, 0 if self.continuous else None)
 
     def _cut(self) -> None:
         self.proto.transport.abort()
@@ -345,7 +388,10 @@ class Connection(asyncio.Protocol):
             return self._send(int(fault), _error(int(fault), f"scripted fault {fault}"))
         prompt_tokens = await s.serial.run(s.count_prompt, body, chat)
         if body.get("stream"):
-            return await Stream(self, body, chat, prompt_tokens, fault).run(t_start)
+            stream = Stream(self, body, chat, prompt_tokens, fault)
+            if s.itl == 0 and s.ttft == 0 and fault is None:
+                return stream.burst(t_start)
+            return await stream.run(t_start)
         await self._whole(body, chat, prompt_tokens, t_start)
 
     async def _whole(self, body: dict, chat: bool, prompt_tokens: int, t_start: float) -> None:
@@ -390,6 +436,12 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--tokenizer", default="deepseek-v4", help="counts prompt tokens; 'none' = len/4")
     p.add_argument("--prompt-offset", type=non_negative_int, default=0, help="count this many extra prompt tokens")
     p.add_argument("--no-tokenize", action="store_true", help="answer 404 on /tokenize")
+    p.add_argument(
+        "--selector", choices=sorted(SELECTORS), default="select",
+        help="event loop selector: select (default) times writes to the microsecond but serves file descriptors "
+             "below 1024 only (about 1000 connections); epoll serves any number, its waits round up to whole "
+             "milliseconds (benchmarks with many streams: bench.client_cost at 512 streams per client)",
+    )  # fmt: skip
     args = p.parse_args(argv)
     args.fault = tuple(f for spec in args.fault for f in spec.split(",") if f)
     bad = [f for f in args.fault if f not in FAULTS]
@@ -421,8 +473,9 @@ def main(argv: list[str] | None = None) -> None:
         tokenize=not args.no_tokenize,
     )
     # select() takes microsecond timeouts; epoll/poll round up to whole milliseconds, which would make
-    # every scripted write up to 1 ms late. The fd limit of select() (1024) is far above what tests use.
-    loop = asyncio.SelectorEventLoop(selectors.SelectSelector())
+    # every scripted write up to 1 ms late. The fd limit of select() (1024) is far above what tests use;
+    # --selector epoll lifts it where the timing of single writes does not matter.
+    loop = asyncio.SelectorEventLoop(SELECTORS[args.selector]())
     try:
         loop.run_until_complete(_serve(script, args.host, args.port))
     finally:
