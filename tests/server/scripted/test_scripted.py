@@ -142,3 +142,26 @@ def test_clock_starts_at_arrival_and_stats_say_what_was_sent(server) -> None:
     # 100 ms to the first chunk, then chunks of 2 tokens 20 ms apart: 10 ms per token
     assert 100.0 <= stats["ttft_sent_ms"]["p50"] <= 100.0 + stats["late_ms"]["max"] + 0.5
     assert 9.0 <= stats["itl_sent_ms"]["p50"] <= 11.0
+
+
+def test_burst_mode_writes_whole_streams_with_their_own_ids_and_counts_them() -> None:
+    """--ttft-ms 0 --itl-ms 0 (bench.scaling's server): each answer rendered once and reused, yet every request gets
+    its own id and a complete stream (role chunk, one chunk per token with running usage, usage, [DONE])."""
+    port = free_port()
+    argv = [PY, "-m", "server.scripted", "--port", str(port), "--ttft-ms", "0", "--itl-ms", "0", "--tokenizer", "none",
+            "--selector", "epoll"]  # fmt: skip
+    with Proc(argv, name="scripted-burst") as proc:
+        wait_http(f"http://127.0.0.1:{port}/health", proc=proc)
+        streams = [stream(port, "/v1/chat/completions", chat(7))[0] for _ in range(3)]
+        runs = [[json.loads(p) if p != b"[DONE]" else p for _t, p in events] for events in streams]
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/stats", timeout=5) as r:
+            stats = json.loads(r.read())
+    for events in runs:
+        assert events[-1] == b"[DONE]" and events[-2]["usage"]["completion_tokens"] == 7 and not events[-2]["choices"]
+        tokens = [e for e in events[1:-2] if e["choices"][0]["delta"].get("content")]
+        assert [e["usage"]["completion_tokens"] for e in tokens] == list(range(1, 8))
+        assert tokens[-1]["choices"][0]["finish_reason"] == "length"
+        assert events[0]["choices"][0]["delta"] == {"role": "assistant", "content": ""}
+    ids = [{e["id"].strip() for e in events if isinstance(e, dict)} for events in runs]
+    assert all(len(i) == 1 for i in ids) and len(set.union(*ids)) == 3, ids
+    assert stats["completed"] == 3 and stats["tokens_sent"] == stats["output_tokens"] == 21
