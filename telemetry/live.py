@@ -4,7 +4,9 @@ Per stage in run order ``{"stage", "requests", "output_tok_s"}`` plus ``<key>_p5
 ``live`` metric of telemetry.metrics (``ttft_p50_ms``, ``ttst_p99_ms``...; merged across workers, quantiles from
 merged sketches), and
 for the run ``elapsed_s``, ``workers``, ``server_kv_usage`` (the latest scrape), ``client_kv_block_fill`` and
-``detectors`` (the live detectors' state, telemetry/detectors.py; None before their first check).
+``detectors`` (the live detectors' state, telemetry/detectors.py; None before their first check); with
+``--route-table`` ``versions`` (each version's backend at its latest scrape: KV usage, running, waiting, scrape
+failures) and ``route_fallback`` (the rule and whether it switched, telemetry/fallback.py; None without one).
 
     live(environment.llm_telemetry.view())
 """
@@ -38,4 +40,14 @@ def live(view: RunView) -> dict:
         "server_kv_usage": latest.get("kv_cache_usage") if latest else None,
         "client_kv_block_fill": view.client_kv_fill,
         "detectors": view.detectors,
+        "versions": {v: _backend(x) for v, x in view.version_servers.items()},
+        "route_fallback": {k: (view.route_fallback or {}).get(k) for k in ("rule", "from", "to", "fired",
+                           "switched_at_s", "switch_after_breach_s", "error")} if view.route_fallback else None,
     }
+
+
+def _backend(server: dict) -> dict:
+    """One route version's backend as its latest scrape saw it."""
+    latest = (server.get("series") or [None])[-1] or {}
+    return {"kv_cache_usage": latest.get("kv_cache_usage"), "requests_running": latest.get("requests_running"),
+            "requests_waiting": latest.get("requests_waiting"), "scrape_failures": server.get("failures", 0)}

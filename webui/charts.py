@@ -156,6 +156,8 @@ def stage_view(progress: Mapping | None, live: Mapping, summary: Mapping, users:
         "saturation": {"stage": sat.get("stage"), "reason": sat.get("reason")} if sat else None,
         "detectors": live.get("detectors"),
         "requests": sum(int(s.get("requests") or 0) for s in stages),
+        "versions": live.get("versions") or {},
+        "route_fallback": live.get("route_fallback"),
     }
     return out
 
@@ -184,6 +186,17 @@ def stage_html(v: Mapping) -> str:
     det = v.get("detectors")
     cards.append(_card("live detectors", detector_text(det) if det else "–",
                        "" if det else "no detector state yet (telemetry/detectors.py)"))
+    for version, b in (v.get("versions") or {}).items():  # each route version's own backend (--route-table)
+        kv = b.get("kv_cache_usage")
+        cards.append(_card(f"version {version}", "–" if kv is None else f"KV {kv:.0%}",
+                           f"{num(b.get('requests_running'))} running · {num(b.get('requests_waiting'))} waiting"
+                           + (f" · {b['scrape_failures']} failed scrapes" if b.get("scrape_failures") else "")))
+    fb = v.get("route_fallback")
+    if fb:
+        state = (f"switched at {fb['switched_at_s']:.0f} s" if fb.get("fired") else
+                 "not run" if fb.get("error") else "watching")  # fmt: skip
+        sub = fb.get("error") or (f"{fb['switch_after_breach_s']:.1f} s after the breach" if fb.get("fired") else "")
+        cards.append(_card("route fallback", f"{fb.get('from')} → {fb.get('to')}: {state}", f"{fb['rule']} {sub}"))
     return "".join(cards)
 
 

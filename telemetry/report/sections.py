@@ -187,7 +187,32 @@ def versions(s: Mapping) -> str:
     rows = [[escape(str(v)), num(d.get("requests")), *(ms(qv(d.get(m.summary_key), q)) for m, q in quantiles)]
             for v, d in vs.items()]
     headers = ["version", "requests", *(f"{m.label} {q}" for m, q in quantiles)]
-    return section("versions", "Route versions", table(headers, rows, cls="num", raw=True))
+    out = table(headers, rows, cls="num", raw=True)
+    backends = [(v, d) for v, d in vs.items() if d.get("server") or d.get("tokenizer")]
+    if backends:  # each version's tokenizer and its own backend (--route-tokenizers, every route backend scraped)
+        brows = []
+        for v, d in backends:
+            t, sv = d.get("tokenizer") or {}, d.get("server") or {}
+            kv = sv.get("kv_cache_usage") or {}
+            brows.append([escape(str(v)), escape(str(t.get("name", "–"))), escape(str(t.get("compat_level", "–"))),
+                          ratio(d.get("prompt_mismatch_ratio")), ratio(kv.get("mean")), ratio(kv.get("max")),
+                          num((sv.get("requests_waiting") or {}).get("max")), num(sv.get("preemptions")),
+                          ratio(sv.get("prefix_cache_hit_rate")), num(sv.get("scrape_failures"))])  # fmt: skip
+        out += table(["version", "tokenizer", "compat", "prompt mismatch", "server KV mean", "KV max", "waiting max",
+                      "preemptions", "prefix hit rate", "failed scrapes"], brows, cls="num", raw=True)  # fmt: skip
+    fb = s.get("route_fallback")
+    if fb:  # note() escapes
+        if fb.get("fired"):
+            shares = "; ".join(f"{side}: " + (", ".join(f"{v} {num(x.get('sent'))} ({ratio(x.get('share'))})"
+                                                        for v, x in (fb.get(side) or {}).items()) or "none")
+                               for side in ("before", "after"))  # fmt: skip
+            text = (f"Fallback {fb.get('from')} → {fb.get('to')} at {num(fb.get('switched_at_s'), 1)} s, "
+                    f"{num(fb.get('switch_after_breach_s'), 1)} s after the first flagged window ended "
+                    f"({fb.get('rule')}). Requests sent {shares}.")  # fmt: skip
+        else:
+            text = f"Fallback rule {fb.get('rule')}: {fb.get('error') or 'did not fire.'}"
+        out += note(text)
+    return section("versions", "Route versions", out)
 
 
 SECTIONS: dict[str, Callable[[Mapping], str]] = {

@@ -144,3 +144,44 @@ def test_compare_rows_each_versions_own_backend() -> None:
 
     got = {r.figure: (r.base, r.new) for r in rows(summary(0.2, 1), summary(0.05, 4)) if r.scope == "version beta"}
     assert got == {"server_kv_mean": (0.2, 0.05), "preemptions": (1, 4)}
+
+
+def test_live_view_web_ui_cards_and_report_show_each_version_and_the_switch() -> None:
+    from telemetry.live import live
+    from telemetry.report.sections import versions
+    from webui.charts import stage_html, stage_view
+
+    rec = _recorder(beta_slow_from=10.0, until=14.0)
+    fb = RouteFallback(FallbackRule.parse("beta->v1 when ttft_p99>+20% for 2 windows"), 2.0)
+    assert fb.check(_view(rec, 14.0), until_s=14.0, now_s=14.0)
+    servers = {"v1": {"url": "u", "scrapes": 1, "failures": 0, "series": [
+                   {"kv_cache_usage": 0.42, "requests_running": 3, "requests_waiting": 1}]},
+               "beta": {"url": "u", "scrapes": 0, "failures": 2, "series": []}}  # fmt: skip
+    view = _view(rec, 16.0, version_servers=servers, route_fallback=fb.state)
+    now = live(view)
+    assert now["versions"]["v1"]["kv_cache_usage"] == 0.42 and now["versions"]["beta"]["scrape_failures"] == 2
+    assert now["route_fallback"]["fired"] and now["route_fallback"]["switched_at_s"] == 14.0
+    html = stage_html(stage_view(None, now, {}, 8, "running"))
+    assert "version v1" in html and "KV 42%" in html and "2 failed scrapes" in html
+    assert "beta → v1: switched at 14 s" in html
+    summary = {"versions": versions_section(view, None, {"v1": {"name": "deepseek-v2", "compat_level": "full"}}),
+               "route_fallback": fallback_section(view)}  # fmt: skip
+    page = versions(summary)
+    assert "deepseek-v2" in page and "Fallback beta → v1 at 14 s" in page
+    assert "before: beta 54 (0.50), v1 54 (0.50); after: none" in page  # two of each per second for 13.5 s
+
+
+def test_prometheus_has_each_versions_backend_and_the_fallback_counter() -> None:
+    from telemetry.exporter import llm_registry
+
+    rec = _recorder(beta_slow_from=10.0, until=14.0)
+    fb = RouteFallback(FallbackRule.parse("beta->v1 when ttft_p99>+20% for 2 windows"), 2.0)
+    servers = {"v1": {"url": "u", "scrapes": 1, "failures": 0, "series": [{"kv_cache_usage": 0.42}]},
+               "beta": {"url": "u", "scrapes": 1, "failures": 0, "series": [{"kv_cache_usage": 0.07}]}}  # fmt: skip
+    reg = llm_registry(lambda: _view(rec, 16.0, version_servers=servers, route_fallback=fb.state))
+    labels = {"from": "beta", "to": "v1"}
+    assert reg.get_sample_value("llm_route_fallback_total", labels) == 0.0
+    assert fb.check(_view(rec, 14.0), until_s=14.0, now_s=14.0)
+    assert reg.get_sample_value("llm_route_fallback_total", labels) == 1.0
+    for v, kv in (("v1", 0.42), ("beta", 0.07)):
+        assert reg.get_sample_value("llm_version_server_kv_cache_usage_ratio", {"version": v}) == kv
