@@ -1,6 +1,6 @@
 """Issue 20's Must show, with real processes: two simulators (one counting with deepseek-v2, one with deepseek-v3,
-different KV pools), a headless Locust run behind ``--route-table`` + ``--route-tokenizers``, and a fallback rule
-that acts once the beta simulator is slowed (``--batch-cap-at 20:1``)."""
+different KV pools), a headless Locust master and one worker behind ``--route-table`` + ``--route-tokenizers``, and
+a fallback rule that acts once the beta simulator is slowed (``--batch-cap-at 20:1``)."""
 
 from __future__ import annotations
 
@@ -67,18 +67,24 @@ def test_route_tokenizers_per_version_server_figures_and_a_fallback_that_acts(tm
             wait_http(f"{hosts[v]}/health", proc=sim)
         poller = Poller({v: f"{h}/metrics" for v, h in hosts.items()})
         poller.start()
+        mport = free_port()
         loc = stack.enter_context(Proc(
-            [LOCUST, "-f", "locustfile.py", "--headless", "-u", "8", "-r", "8", "-t", "32s", "--host", hosts["v1"],
+            [LOCUST, "-f", "locustfile.py", "--headless", "--master", "--expect-workers", "1", "--master-bind-host",
+             "127.0.0.1", "--master-bind-port", str(mport), "-u", "8", "-r", "8", "-t", "32s", "--host", hosts["v1"],
              "--input-len", "uniform:32:128", "--output-len", "fixed:32", "--model", "m",
              "--route-table", f"v1={hosts['v1']}@0-49,beta={hosts['beta']}@50-99",
              "--route-tokenizers", ",".join(f"{v}={t}" for v, t in TOKENIZERS.items()),
              "--route-fallback", "beta->v1 when ttft_p99>+100% or error_rate>1% for 2 windows of 3s",
              "--server-metrics-interval", "1", "--prometheus-port", "0", "--llm-summary-json", str(summary),
-             "--llm-requests-jsonl", str(requests), "StreamingChatUser"], name="locust"))  # fmt: skip
+             "--llm-requests-jsonl", str(requests), "StreamingChatUser"], name="master"))  # fmt: skip
+        worker = stack.enter_context(Proc(
+            [LOCUST, "-f", "locustfile.py", "--worker", "--master-host", "127.0.0.1", "--master-port", str(mport),
+             "StreamingChatUser"], name="worker"))  # fmt: skip
         rc = loc.wait(90)
         poller.done.set()
         poller.join(5)
-        out = loc.output()
+        worker.wait(30)
+        out, worker_out = loc.output(), worker.output()
         seen = {v: _header_counts(f"{h}/metrics") for v, h in hosts.items()}
     assert rc == 0 and "Traceback" not in out, out[-4000:]
     s = json.loads(summary.read_text())
@@ -121,7 +127,8 @@ def test_route_tokenizers_per_version_server_figures_and_a_fallback_that_acts(tm
     fb = s["route_fallback"]
     assert fb["fired"] and fb["from"] == "beta" and fb["to"] == "v1", fb
     assert fb["switched_at_s"] > 15 and fb["switch_after_breach_s"] >= 0  # the sims slow down 20 s after their start
-    assert "--route-fallback: beta -> v1" in out
+    assert "--route-fallback: beta -> v1" in out  # decided on the master, applied on the worker (a message)
+    assert "route fallback beta -> v1 applied" in worker_out and "Traceback" not in worker_out
     assert fb["before"]["beta"]["sent"] > 0
     assert fb["after"]["v1"]["sent"] > 0 and fb["after"].get("beta", {"sent": 0})["sent"] == 0
     lines = [json.loads(x) for x in requests.read_text().splitlines() if x.strip()]
