@@ -19,6 +19,7 @@ from locust.runners import MasterRunner, WorkerRunner
 from users.align import check
 from users.budget import install as install_budget
 from users.inflight import Inflight
+from users.options import route_tokenizers_from
 from users.server_info import ServerUnreachable, first_model, json_poster
 from users.settings import RunSettings
 from users.versions import resolve_versions
@@ -58,6 +59,7 @@ class UsersPlugin:
             self._master_tokenizer(environment)
             return
         try:
+            route_tokenizers_from(environment.parsed_options)  # names only versions of --route-table
             settings = RunSettings.from_options(
                 environment.parsed_options, getattr(environment.runner, "worker_index", 0)
             )
@@ -132,9 +134,12 @@ class UsersPlugin:
             model = self._model(environment.host, settings.headers(False))
         self._use(environment, choose_tokenizer(option, model))
         try:
+            route_tokenizers_from(environment.parsed_options)
             settings = RunSettings.from_options(environment.parsed_options)
         except ValueError as e:
             log.error("LLM users: %s", e)
+            if environment.runner is not None:
+                gevent.spawn_later(0, environment.runner.quit)
             return
         if settings.route_table is not None:
             self._versions(environment, settings)

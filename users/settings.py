@@ -31,14 +31,13 @@ from users.options import (
     TOKENIZER_DEFAULT,
     TURNS_DEFAULT,
     ThinkTime,
-    route_tokenizers_from,
 )
 from users.tracing import RequestIds
 from users.versions import VersionTokenizer
 from workload.datasets import load_prompt_file
 from workload.lengths import LengthDist, parse_spec
 from workload.prompts import FilePrompts, Prompt, SyntheticPrompts
-from workload.routing import RouteTable, metadata_headers
+from workload.routing import RouteTable, metadata_headers, parse_route_tokenizers
 from workload.tokenizers import AUTO, DEFAULT_TOKENIZER, load_tokenizer
 from workload.trace import BlockPrompts, TraceRecord
 
@@ -111,7 +110,7 @@ class RunSettings:
             prompt_texts=load_prompt_file(prompt_file) if prompt_file else None,
             align_prompts=bool(get("align_prompts", False)),
             route_table=RouteTable.parse(str(route)) if (route := get("route_table", None)) else None,
-            route_tokenizers=route_tokenizers_from(opts),
+            route_tokenizers=parse_route_tokenizers(str(rt)) if (rt := get("route_tokenizers", None)) else {},
             request_ids=RequestIds(int(worker_index)),
             shared_prefix_len=int(get("shared_prefix_len", SHARED_PREFIX_LEN_DEFAULT)),
             prefix_groups=int(get("prefix_groups", PREFIX_GROUPS_DEFAULT)),
