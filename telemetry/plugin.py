@@ -45,7 +45,7 @@ from telemetry.vllmbench import write_vllm_bench
 from users.options import route_table_from
 from users.plugin import apply_fallback
 from workload.fallback import FallbackRule
-from workload.routing import ROUTE_FALLBACK_MESSAGE
+from workload.routing import ROUTE_FALLBACK_MESSAGE, ROUTE_FALLBACK_OPTION
 
 log = logging.getLogger(__name__)
 REPORT_KEY = "llm"
@@ -300,6 +300,8 @@ class SummarizingRole(Role):
         """--route-fallback: the rule, checked against the route table's versions (a bad one is logged, not run)."""
         self.fallback = None
         options = self.environment.parsed_options
+        if options is not None and getattr(options, ROUTE_FALLBACK_OPTION, None) is not None:
+            setattr(options, ROUTE_FALLBACK_OPTION, None)  # a new test routes by the table again
         text = getattr(options, "route_fallback", None)
         if not text:
             return
@@ -330,6 +332,8 @@ class SummarizingRole(Role):
             runner = self.environment.runner
             if isinstance(runner, MasterRunner):
                 runner.send_message(ROUTE_FALLBACK_MESSAGE, msg)
+                if self.environment.parsed_options is not None:  # for a worker that connects later
+                    setattr(self.environment.parsed_options, ROUTE_FALLBACK_OPTION, msg)
             else:
                 apply_fallback(self.environment, msg)
         self.merger.route_fallback = dict(fb.state)

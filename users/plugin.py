@@ -25,7 +25,7 @@ from users.settings import RunSettings
 from users.versions import resolve_versions
 from users.watchdog import StallWatch
 from workload.prompts import SyntheticPrompts
-from workload.routing import ROUTE_FALLBACK_MESSAGE
+from workload.routing import ROUTE_FALLBACK_MESSAGE, ROUTE_FALLBACK_OPTION
 from workload.tokenizers import AUTO, Chosen, choose_tokenizer
 
 log = logging.getLogger(__name__)
@@ -83,6 +83,8 @@ class UsersPlugin:
         settings.use_tokenizer(environment.llm_tokenizer.name)
         if settings.route_table is not None:
             settings.versions = self._versions(environment, settings)
+            if isinstance(environment.runner, WorkerRunner):  # joined after the master's fallback
+                apply_fallback(environment, getattr(environment.parsed_options, ROUTE_FALLBACK_OPTION, None))
         settings.opens_thinking = environment.llm_tokenizer.opens_thinking
         post = json_poster(host, settings.headers(False))
         for chat in (True, False):

@@ -39,6 +39,9 @@ COMPAT_LEVELS = ("full", "backward", "forward", "none")
 """X-Compat-Level values, from the strictest: see :func:`workload.compat.compat_level` for the measured rule."""
 ROUTE_FALLBACK_MESSAGE = "llm_route_fallback"
 """The master -> worker message of a fallback (``--route-fallback``): ``{"from": version, "to": version}``."""
+ROUTE_FALLBACK_OPTION = "llm_route_fallback_applied"
+"""Attribute of the master's ``parsed_options`` that carries an applied fallback to workers that connect later (their
+first spawn message holds the options; cleared at each test start)."""
 TOKENIZER_HEADERS = ("X-Tokenizer-Version", "X-Tokenizer-Hash", "X-Compat-Level")
 
 _VERSION_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")

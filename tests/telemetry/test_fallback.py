@@ -185,3 +185,16 @@ def test_prometheus_has_each_versions_backend_and_the_fallback_counter() -> None
     assert reg.get_sample_value("llm_route_fallback_total", labels) == 1.0
     for v, kv in (("v1", 0.42), ("beta", 0.07)):
         assert reg.get_sample_value("llm_version_server_kv_cache_usage_ratio", {"version": v}) == kv
+
+
+def test_a_new_test_forgets_the_last_runs_applied_fallback() -> None:
+    from workload.routing import ROUTE_FALLBACK_OPTION
+
+    env, hub, role = local_env(route_table=TABLE, route_fallback="beta->v1 when ttft_p99>+20%",
+                               **{ROUTE_FALLBACK_OPTION: {"from": "beta", "to": "v1"}})  # fmt: skip
+    try:
+        role.on_test_start()
+        assert getattr(env.parsed_options, ROUTE_FALLBACK_OPTION) is None
+        assert role.fallback is not None and hub.view().route_fallback["fired"] is False
+    finally:
+        role.close()
