@@ -27,7 +27,7 @@ import numpy as np
 
 from telemetry.buckets import BucketHistogram
 from telemetry.metrics import BOUNDS, CLIENT_METRICS, keys
-from telemetry.sketch import LogSketch
+from telemetry.sketch import MIN_VALUE, LogSketch
 from telemetry.slo import SloSet
 from users.result import GenerationResult
 
@@ -301,7 +301,7 @@ class Recorder:
                 hs[key].add_many(v)
             if not windowed:
                 sk[key].add_many(v)
-            elif v.min() <= 0.0:  # clock oddity: take the generic path for every sketch
+            elif v.min() < 0.0 or v.max() <= MIN_VALUE:  # clock oddity, or nothing but zeros: the generic path
                 sk[key].add_many(v)
                 for seg_slot, seg in self._segments(at(r, v), v):
                     seg_slot.sketches[key].add_many(seg)
@@ -339,13 +339,16 @@ class Recorder:
                 t.ttft.add(ttft)
 
     def _add_windowed(self, key: str, sketch: LogSketch, values: np.ndarray, perf_times: np.ndarray) -> None:
-        """Samples of metric ``key`` (all > 0, ``perf_times`` sorted): take the logs once; bin for the cell's
-        sketch and, split by time, for the slots' sketches."""
-        logs = np.log(values)
+        """Samples of metric ``key`` (all >= 0, some > MIN_VALUE; ``perf_times`` sorted): take the logs once; bin for
+        the cell's sketch and, split by time, for the slots' sketches. Zeros — chunks that arrived in one read share
+        its stamp, so a busy client's ITL holds some — are counted as the sketches count them (``zero``)."""
         n, total, vmin, vmax = int(values.size), float(values.sum()), float(values.min()), float(values.max())
+        positive = None if vmin > MIN_VALUE else values > MIN_VALUE
+        logs = np.log(values if positive is None else values[positive])
+        zero = n - int(logs.size)
         idx = sketch.indexes_of_log(logs)
         lo = int(idx.min())
-        sketch.add_binned(lo, np.bincount(idx - lo, minlength=int(idx.max()) - lo + 1), n, total, vmin, vmax)
+        sketch.add_binned(lo, np.bincount(idx - lo, minlength=int(idx.max()) - lo + 1), n, total, vmin, vmax, zero)
         slot_idx = np.floor((perf_times + self._wall_offset) / self.slot_s).astype(np.int64)
         first, last = int(slot_idx[0]), int(slot_idx[-1])  # times are sorted
         probe = self._slot_at(first).sketches[key]
@@ -353,10 +356,12 @@ class Recorder:
         lo = int(idx.min())
         width = int(idx.max()) - lo + 1
         if first == last:
-            probe.add_binned(lo, np.bincount(idx - lo, minlength=width), n, total, vmin, vmax)
+            probe.add_binned(lo, np.bincount(idx - lo, minlength=width), n, total, vmin, vmax, zero)
             return
         rows = last - first + 1
-        grid = np.bincount((slot_idx - first) * width + (idx - lo), minlength=rows * width).reshape(rows, width)
+        at = slot_idx if positive is None else slot_idx[positive]
+        grid = np.bincount((at - first) * width + (idx - lo), minlength=rows * width).reshape(rows, width)
+        zeros = None if positive is None else np.bincount(slot_idx[~positive] - first, minlength=rows)
         starts = np.searchsorted(slot_idx, np.arange(first, last + 1), side="left")
         sizes = np.diff(np.append(starts, values.size))
         present = np.flatnonzero(sizes)
@@ -365,7 +370,8 @@ class Recorder:
         maxs = np.maximum.reduceat(values, starts[present])
         for j, row in enumerate(present):
             self._slot_at(first + int(row)).sketches[key].add_binned(
-                lo, grid[row], int(sizes[row]), float(sums[j]), float(mins[j]), float(maxs[j]))  # fmt: skip
+                lo, grid[row], int(sizes[row]), float(sums[j]), float(mins[j]), float(maxs[j]),
+                0 if zeros is None else int(zeros[row]))  # fmt: skip
 
     def _segments(self, perf_times: np.ndarray, values: np.ndarray):
         idx = np.floor((perf_times + self._wall_offset) / self.slot_s).astype(np.int64)

@@ -160,3 +160,31 @@ def test_itl_split_into_wall_clock_slots_keeps_every_sample():
         assert sk.count == len(gaps), i
         assert sk.sum == pytest.approx(sum(gaps)) and sk.min == pytest.approx(min(gaps)), i
         assert sk.max == pytest.approx(max(gaps)), i
+
+
+def test_zero_gaps_of_chunks_read_together_keep_the_windowed_path_and_count_as_zeros():
+    """A busy client reads two chunks at once (one stamp, a 0 s gap): the cell's sketch and each slot's hold the
+    same counts, sums, extremes, zeros and buckets as the sketches' own add_many of those values."""
+    rec = Recorder(slot_s=1.0)
+    offset = time.time() - time.perf_counter()
+    base = math.floor(time.time()) - 20
+    itl = np.array([0.3, 0.0, 0.6, 0.2, 0.0, 0.9, 0.45, 0.7, 0.0, 0.3])  # chunks arrive 0.15 .. 3.6 s into base
+    e2e = 0.1 + float(itl.sum()) + 0.001
+    r = make_result(ttft=0.1, itl=itl, tokens=11, end=base + 0.05 - offset + e2e)
+    rec.record(r)
+    samples = r.itl_samples()  # the gaps as the stamps give them (float differences)
+    # gap i ends at chunk i+1: (its slot's gaps, how many of them are zero)
+    expected = {base: ([0, 1], 1), base + 1: ([2, 3, 4], 1), base + 2: ([5, 6], 0), base + 3: ([7, 8, 9], 1)}
+    got = {i: s.sketches["itl"] for i, s in rec.slots.items() if s.sketches["itl"].count}
+    assert sorted(got) == sorted(expected)
+    for i, (which, zeros) in expected.items():
+        ref = type(got[i])(got[i].alpha)
+        ref.add_many(samples[which])
+        assert (got[i].count, got[i].zero) == (ref.count, ref.zero) == (len(which), zeros), i
+        assert (got[i].sum, got[i].min, got[i].max) == pytest.approx((ref.sum, ref.min, ref.max)), i
+        assert [got[i].quantile(q) for q in (0.25, 0.5, 0.9)] == [ref.quantile(q) for q in (0.25, 0.5, 0.9)], i
+    cell = next(iter(rec.cells.values())).sketches["itl"]
+    ref = type(cell)(cell.alpha)
+    ref.add_many(samples)
+    assert (cell.count, cell.zero) == (ref.count, ref.zero) == (10, 3)
+    assert [cell.quantile(q) for q in (0.2, 0.5, 0.99)] == [ref.quantile(q) for q in (0.2, 0.5, 0.99)]
