@@ -44,7 +44,7 @@ run: install
 	$(BIN)/python -m scripts.demo --users 16 --run-time 60 --out results
 
 test: install system-deps vllm-env
-	REQUIRE_VLLM=1 REQUIRE_SYSTEM_TOOLS=1 $(BIN)/python -m pytest -q -p no:cacheprovider tests
+	REQUIRE_VLLM=1 REQUIRE_SYSTEM_TOOLS=1 $(BIN)/python -m pytest -q -p no:cacheprovider --durations=30 tests
 
 test-fast: install system-deps
 	REQUIRE_SYSTEM_TOOLS=1 $(BIN)/python -m pytest -q -p no:cacheprovider -m "not vllm" tests

@@ -187,7 +187,7 @@ def test_worker_killed_mid_run_leaves_a_summary_and_a_warning(tmp_path):
     server, host = _scripted()
     with server:
         out, rc, s, rows, workers = _distributed(
-            host, tmp_path, 12, ["--server-metrics-url", "off", "--prometheus-port", "0"], kill_after=4.0
+            host, tmp_path, 14, ["--server-metrics-url", "off", "--prometheus-port", "0"], kill_after=6.0
         )
     assert workers[0].popen.returncode == -signal.SIGKILL
     # a lost worker is a warning, not an error: every request that was reported succeeded, so Locust exits 0
@@ -199,7 +199,7 @@ def test_worker_killed_mid_run_leaves_a_summary_and_a_warning(tmp_path):
     assert shipped is not None, out[-3000:]
     shipped_n = int(shipped.group(1))
     survivor, dead = _rows([tmp_path / "w1.jsonl"]), _rows([tmp_path / "w0.jsonl"])
-    # it ran 4 s (more than one 3 s report) and cannot have reported more than it recorded
+    # it ran 6 s (two 3 s report periods: one can slip on a busy box) and cannot have reported more than it recorded
     assert 0 < shipped_n <= len(dead), (shipped_n, len(dead))
     # the summary holds exactly the survivor's results and what the dead worker shipped before it died
     assert s["requests"]["total"] == len(survivor) + shipped_n, (s["requests"], len(survivor), shipped_n)
