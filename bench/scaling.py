@@ -30,11 +30,17 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench.client_cost import LOCUST, PY, QUIET, ROOT, _cpu_s, _free_port, _median, _stats
+from bench.client_cost import _TICK, LOCUST, PY, QUIET, ROOT, _cpu_s, _free_port, _median, _stats
 from workload.argtypes import non_negative_seconds, positive_int, seconds
 
 TARGET = 1.8
 """Tokens/s of 2 processes over 1 process where the server is not the limit (issue 17)."""
+
+
+def _busy_s() -> float:
+    """CPU seconds the whole machine has been busy (/proc/stat: all but idle and iowait), every core together."""
+    fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    return (sum(fields[:8]) - fields[3] - fields[4]) / _TICK
 
 
 def _children(pid: int) -> list[int]:
@@ -73,9 +79,9 @@ def measure(host: str, server_pid: int, processes: int, users_per_process: int, 
             time.sleep(warmup)
             workers = _children(master.pid)
             pids = {"master": master.pid, "server": server_pid, **{f"worker{i}": p for i, p in enumerate(workers)}}
-            s0, c0, t0 = _stats(host), {k: _cpu_s(p) for k, p in pids.items()}, time.monotonic()
+            s0, c0, t0, b0 = _stats(host), {k: _cpu_s(p) for k, p in pids.items()}, time.monotonic(), _busy_s()
             time.sleep(window)
-            s1, c1, t1 = _stats(host), {k: _cpu_s(p) for k, p in pids.items()}, time.monotonic()
+            s1, c1, t1, b1 = _stats(host), {k: _cpu_s(p) for k, p in pids.items()}, time.monotonic(), _busy_s()
         except (FileNotFoundError, ProcessLookupError):
             raise SystemExit(f"--processes {processes}: a process ended early: {_stderr(master)}") from None
         finally:
@@ -102,6 +108,7 @@ def measure(host: str, server_pid: int, processes: int, users_per_process: int, 
         "worker_cores": [cores[k] for k in pids if k.startswith("worker")],
         "master_cores": cores["master"],
         "server_cores": cores["server"],
+        "other_cores": max(0.0, (b1 - b0) / dt - sum(cores.values())),
         "us_per_token": sum(cores[k] for k in pids if k.startswith("worker")) / tps * 1e6,
     }
 
@@ -157,14 +164,15 @@ def main(argv: list[str] | None = None) -> None:
     for n in (1, 2):
         out[f"processes_{n}"] = {
             k: _median([r[n][k] for r in rounds])
-            for k in ("tokens_per_s", "tokens_per_s_per_process", "master_cores", "server_cores", "us_per_token")
+            for k in ("tokens_per_s", "tokens_per_s_per_process", "master_cores", "server_cores", "other_cores")
         }
+        out[f"processes_{n}"]["us_per_token"] = _median([r[n]["us_per_token"] for r in rounds])
         out[f"processes_{n}"]["worker_cores"] = _median([sum(r[n]["worker_cores"]) for r in rounds])
     if args.json:
         print(json.dumps(out, indent=1))
         return
     one, two = out["processes_1"], out["processes_2"]
-    left = (out["cores"] or 1) - two["server_cores"] - two["master_cores"]
+    left = (out["cores"] or 1) - two["server_cores"] - two["master_cores"] - two["other_cores"]
     print(
         f"medians of {args.rounds} rounds ({args.users} streams per process, {args.tokens}-token answers, "
         f"{args.window:g} s windows):\n"
@@ -177,10 +185,9 @@ def main(argv: list[str] | None = None) -> None:
         f"  ratio 2/1: {out['ratio']:.2f} (target {TARGET} where the server is not the limit); worker CPU per token "
         f"1 vs 2 processes: {one['us_per_token'] / two['us_per_token']:.2f} (1.00: a second process costs nothing "
         f"per token, the ratio is then the cores the workers got: {two['worker_cores']:.2f} vs "
-        f"{one['worker_cores']:.2f});\n  the server used "
-        f"{two['server_cores']:.2f} of its one core, so it was not the limit; the workers had "
-        f"{left:.2f} of the machine's {out['cores']} cores left after the server and the master "
-        f"(and whatever else runs here)",
+        f"{one['worker_cores']:.2f});\n  the server used {two['server_cores']:.2f} of its one core, so it was not "
+        f"the limit; other processes on this machine used {two['other_cores']:.2f} cores, which left the workers "
+        f"{left:.2f} of the machine's {out['cores']}",
         flush=True,
     )
 
