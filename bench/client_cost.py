@@ -126,6 +126,14 @@ def side_by_side(host: str, streams: int, warmup: float, window: float, max_toke
     return row
 
 
+SHORT = 0.9
+"""A client that got less than this share of the tokens/s the script asks for was held back by something else."""
+
+
+def _short(row: dict) -> bool:
+    return min(row[k]["tokens_per_s"] for k in ("users", "bare reader")) < SHORT * row["scripted_tokens_per_s"]
+
+
 def _median(xs: list[float]) -> float:
     xs = sorted(xs)
     mid = len(xs) // 2
@@ -135,8 +143,9 @@ def _median(xs: list[float]) -> float:
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(prog="python -m bench.client_cost", description=__doc__.split("\n")[0])
     p.add_argument("--streams", default="64,256,512", help="comma list of concurrent streams (per client)")
-    p.add_argument("--warmup", type=non_negative_seconds, default=3.0,
-                   help="seconds of streaming before the first CPU reading")
+    p.add_argument(
+        "--warmup", type=non_negative_seconds, default=3.0, help="seconds of streaming before the first CPU reading"
+    )
     p.add_argument("--window", type=seconds, default=8.0, help="seconds between the two CPU readings")
     p.add_argument("--repeat", type=positive_int, default=3, help="repeats; medians are reported")
     p.add_argument("--itl-ms", type=milliseconds, default=20.0)
@@ -189,6 +198,9 @@ def main(argv: list[str] | None = None) -> None:
                     f"{row['scripted_tokens_per_s']:,.0f} scripted | server {row['server_cores']:.2f} cores",
                     flush=True,
                 )
+                if _short(row):
+                    note = f"a client got under {SHORT:.0%} of the scripted tokens/s: the machine (or the server)"
+                    print(f"      ^ {note} was the limit in this row, not the client; rerun it on an idle machine")
     finally:
         server.terminate()
         server.wait(10)
