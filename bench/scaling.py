@@ -52,8 +52,11 @@ def _children(pid: int) -> list[int]:
 
 
 def locust_argv(host: str, processes: int, users: int, tokens: int, summary: Path) -> list[str]:
+    mport = str(_free_port())  # the master's own port: Locust's default 5557 on every interface clashes with other runs
     return [
         LOCUST, "-f", "locustfile.py", *QUIET, "--headless", "--processes", str(processes), "--host", host,
+        "--master-bind-host", "127.0.0.1", "--master-bind-port", mport, "--master-host", "127.0.0.1",
+        "--master-port", mport,
         "-u", str(users), "-r", str(users), "-t", "10m", "--only-summary", "--input-len", "fixed:32",
         "--output-len", f"fixed:{tokens}", "--model", "scaling", "--loglevel", "WARNING", "--stop-timeout", "5",
         "--llm-summary-json", str(summary), "StreamingChatUser",

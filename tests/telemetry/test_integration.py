@@ -154,10 +154,13 @@ def test_processes_2_totals_match_the_server_and_percentiles_a_one_process_run(t
     server, host = _scripted()
     summary_path = tmp_path / "summary.json"
     with server:
-        # the forked workers inherit the options (--stop-timeout too) and each opens the results file to append
-        run = Proc([LOCUST, "-f", LOCUSTFILE, "--headless", "--processes", "2", "-u", "6", "-r", "6", "-t",
-                    f"{SECONDS}s", "--host", host, "--llm-summary-json", str(summary_path), "--stop-timeout", "5",
-                    *LOAD, *QUIET, "StreamingChatUser"],
+        # the forked workers inherit the options (--stop-timeout too) and each opens the results file to append;
+        # the master binds its own free port (the default 5557 on every interface clashes with other runs)
+        mport = str(free_port())
+        run = Proc([LOCUST, "-f", LOCUSTFILE, "--headless", "--processes", "2", "--master-bind-host", "127.0.0.1",
+                    "--master-bind-port", mport, "--master-host", "127.0.0.1", "--master-port", mport, "-u", "6",
+                    "-r", "6", "-t", f"{SECONDS}s", "--host", host, "--llm-summary-json", str(summary_path),
+                    "--stop-timeout", "5", *LOAD, *QUIET, "StreamingChatUser"],
                    name="processes", env={"LLM_TEST_RESULTS": str(tmp_path / "rows.jsonl")})  # fmt: skip
         with run:
             rc = run.wait(SECONDS + 60)
