@@ -108,7 +108,9 @@ def test_route_tokenizers_per_version_server_figures_and_a_fallback_that_acts(tm
         assert names == {v}
         levels = {val for (h, val), _n in seen[v].items() if h == "X-Compat-Level"}
         assert levels == {versions[v]["tokenizer"]["compat_level"]}
-    assert sum(n for (h, _), n in seen["beta"].items() if h == "X-Tokenizer-Hash") == versions["beta"]["requests"]
+    for v in ("v1", "beta"):  # one count per request received; a request still in flight at quit is not recorded
+        received = sum(n for (h, _), n in seen[v].items() if h == "X-Tokenizer-Hash")
+        assert versions[v]["requests"] <= received <= versions[v]["requests"] + 8, (v, received)  # -u 8
 
     # each version's server figures come from its own backend's /metrics
     for v in ("v1", "beta"):
