@@ -42,9 +42,8 @@ from telemetry.sinks import console_table, write_csv, write_json
 from telemetry.slo import EXIT_CODE, failure_lines
 from telemetry.versions import versions_section
 from telemetry.vllmbench import write_vllm_bench
-from users.options import route_table_from
+from users.options import route_fallback_from, route_table_from
 from users.plugin import apply_fallback
-from workload.fallback import FallbackRule
 from workload.routing import ROUTE_FALLBACK_MESSAGE, ROUTE_FALLBACK_OPTION
 
 log = logging.getLogger(__name__)
@@ -306,14 +305,7 @@ class SummarizingRole(Role):
         if not text:
             return
         try:
-            rule = FallbackRule.parse(str(text))
-            table = route_table_from(options)
-            if table is None:
-                raise ValueError("--route-fallback needs --route-table")
-            unknown = [v for v in (rule.source, rule.target) if v not in table.versions]
-            if unknown:
-                raise ValueError(f"--route-fallback names {', '.join(map(repr, unknown))}, not in --route-table "
-                                 f"(versions: {', '.join(table.versions)})")  # fmt: skip
+            rule = route_fallback_from(options)
         except ValueError as e:
             log.error(f"{e}; the fallback rule is not run")
             self.merger.route_fallback = {"rule": str(text), "fired": False, "error": str(e)}

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from workload.argtypes import length_spec, non_negative_int, positive_int, seconds, seed
 from workload.datasets import load_prompt_file
+from workload.fallback import FallbackRule
 from workload.routing import ROUTE_TABLE_FORM, ROUTE_TOKENIZERS_FORM, RouteTable, parse_route_tokenizers
 from workload.tokenizers import AUTO, DEFAULT_TOKENIZER, MODEL_TOKENIZERS, TokenizerNotFound, load_tokenizer
 
@@ -175,6 +176,30 @@ def route_tokenizers_from(options) -> dict[str, str]:
         raise ValueError(f"--route-tokenizers names {', '.join(map(repr, unknown))}, not in --route-table "
                          f"(versions: {', '.join(table.versions)})")  # fmt: skip
     return pairs
+
+
+def route_fallback_from(options) -> FallbackRule | None:
+    """--route-fallback parsed and checked against --route-table's versions (None when not given); ValueError
+    naming the problem otherwise."""
+    text = getattr(options, "route_fallback", None)
+    if not text:
+        return None
+    rule = FallbackRule.parse(str(text))
+    table = route_table_from(options)
+    if table is None:
+        raise ValueError("--route-fallback needs --route-table")
+    unknown = [v for v in (rule.source, rule.target) if v not in table.versions]
+    if unknown:
+        raise ValueError(f"--route-fallback names {', '.join(map(repr, unknown))}, not in --route-table "
+                         f"(versions: {', '.join(table.versions)})")  # fmt: skip
+    return rule
+
+
+def check_route_options(options) -> None:
+    """The route options that name versions (--route-tokenizers, --route-fallback) against --route-table;
+    ValueError naming the first problem."""
+    route_tokenizers_from(options)
+    route_fallback_from(options)
 
 
 def route_table_from(options) -> RouteTable | None:

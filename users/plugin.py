@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import inspect
 import logging
+import sys
 
 import gevent
 from locust.runners import MasterRunner, WorkerRunner
@@ -19,7 +20,7 @@ from locust.runners import MasterRunner, WorkerRunner
 from users.align import check
 from users.budget import install as install_budget
 from users.inflight import Inflight
-from users.options import route_tokenizers_from
+from users.options import check_route_options, route_tokenizers_from
 from users.server_info import ServerUnreachable, first_model, json_poster
 from users.settings import RunSettings
 from users.versions import resolve_versions
@@ -173,6 +174,11 @@ def install(environment) -> None:
     # gevent's timers count from the loop's cached clock, which has not moved since gevent was imported:
     # without a refresh, Locust's --run-time timer (armed after init) fires early by the import time.
     gevent.get_hub().loop.update_now()
+    try:  # route options that name versions the table lacks: one line and exit 2 at start, as argparse would
+        check_route_options(environment.parsed_options)
+    except ValueError as e:
+        log.error("%s", e)
+        sys.exit(2)
     UsersPlugin(environment).register()
     install_budget(environment)
 

@@ -68,3 +68,22 @@ def test_bad_rule_stops_locust_at_start_with_the_form() -> None:
     assert p.returncode == 2 and "Traceback" not in p.stderr
     assert "argument --route-fallback: --route-fallback: bad fallback rule 'beta to v1'" in p.stderr
     assert "FROM->TO when" in p.stderr
+
+
+def test_a_version_the_route_table_lacks_stops_locust_at_start() -> None:
+    """--route-fallback and --route-tokenizers naming a version not in --route-table: exit 2 with one line
+    before any user starts (the web UI's test start checks the same function again)."""
+    import subprocess
+
+    from tests.support import LOCUST, ROOT
+
+    table = ["--route-table", "v1=http://127.0.0.1:9@0-49,beta=http://127.0.0.1:9@50-99"]
+    cases = {
+        "--route-fallback": ("gamma->v1 when error_rate>1%", "--route-fallback names 'gamma', not in --route-table"),
+        "--route-tokenizers": ("v1=deepseek-v2,gamma=deepseek-v3", "--route-tokenizers names 'gamma', not in"),
+    }
+    for option, (value, says) in cases.items():
+        p = subprocess.run([LOCUST, "-f", "locustfile.py", "--headless", "-t", "2s", "--host", "http://127.0.0.1:9",
+                            *table, option, value], cwd=ROOT, capture_output=True, text=True, timeout=60)  # fmt: skip
+        assert p.returncode == 2 and "Traceback" not in p.stderr, (option, p.stderr[-2000:])
+        assert says in p.stderr.strip().splitlines()[-1] and "Ramping" not in p.stderr, (option, p.stderr[-2000:])
