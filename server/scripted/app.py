@@ -9,6 +9,10 @@ Faults (``--fault``, rotated over every ``--fault-every``-th completion request)
     junk       half the tokens, then a ``data:`` line that is not JSON, then the rest
     stall      half the tokens, then silence for ``--stall-s`` seconds, then the connection is dropped
     nodone     the whole stream and its usage, but no ``data: [DONE]``
+
+With ``--ttft-ms 0 --itl-ms 0`` a stream without a fault is written whole, rendered once per shape and reused
+(burst mode: a client benchmark's server that is not the limit, ``bench.scaling``). ``--selector epoll`` serves
+more than select()'s ~1000 connections, with waits rounded up to whole milliseconds.
 """
 
 from __future__ import annotations
