@@ -19,7 +19,7 @@ import numpy as np
 
 from workload.argtypes import positive_int
 from workload.prompts import SyntheticPrompts, TokenCounter
-from workload.tokenizers import load_tokenizer
+from workload.tokenizers import chat_renderer, load_tokenizer
 from workload.trace import BLOCK_TOKENS, BlockPrompts, TraceRecord
 
 
@@ -30,11 +30,12 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--rounds", type=positive_int, default=20)
     a = ap.parse_args(argv)
     tok = load_tokenizer(a.tokenizer)
-    count = TokenCounter(tok, chat=True)
+    render = chat_renderer(a.tokenizer)  # its own chat template, as vLLM renders it
+    count = TokenCounter(tok, chat=True, render=render)
     rng = np.random.default_rng(0)
     print(f"tokenizer {a.tokenizer}, chat template, {a.rounds} rounds")
     for n in (int(x) for x in a.lengths.split(",")):
-        src = SyntheticPrompts(tok, chat=True)
+        src = SyntheticPrompts(tok, chat=True, render=render)
         t = time.perf_counter()
         first = src.build(rng, n)
         first_s = time.perf_counter() - t
@@ -50,7 +51,7 @@ def main(argv: list[str] | None = None) -> None:
         print(f"{n:>7} tokens: first build {first_s * 1000:7.1f} ms (pieces encoded once), then median "
               f"{statistics.median(times) * 1000:6.2f} ms, max {max(times) * 1000:6.2f} ms; encoding it whole "
               f"{encode_s * 1000:7.1f} ms; count {p.tokens} = the prompt encoded whole")
-        blocks = BlockPrompts(tok, chat=True, verify_first=0)
+        blocks = BlockPrompts(tok, chat=True, verify_first=0, render=render)
         line = TraceRecord(1, 0.0, n, 1, tuple(range(-(-n // BLOCK_TOKENS))))
         t = time.perf_counter()
         blocks.build(line, rng)

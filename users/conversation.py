@@ -13,6 +13,9 @@ pay for that (a second JSON parse per event); the others keep the plain tally.
 Client prompt count of turn k+1 (DeepSeek's chat template, ``workload.tokenizers.render_chat``): the history
 ``BOS [system] USER u1 ASSISTANT`` of turn k is followed by ``a1 EOS USER u2 ASSISTANT``, i.e. turn k's count
 + the answer's tokens + the new message's count (which includes BOS, USER and ASSISTANT: EOS takes BOS's place).
+That rule holds for the DeepSeek template alone; with a tokenizer's own template
+(``workload.tokenizers.chat_renderer``: V2's ``User: …``, Qwen's ``<|im_end|>``, R1's ``<think>`` generation prompt
+and stripped thinking) a later turn is counted by rendering the whole history and encoding it, as vLLM does.
 
     conv = Conversation(settings, group=settings.next_group())
     inp = conv.draw(adapter, stage)      # RequestInput with turn = 1, 2, ...
@@ -29,6 +32,8 @@ from users.adapters.openai import OpenAIAnswer
 from users.request import RequestInput, Route
 from users.settings import RunSettings
 from users.tally import StreamTally
+from workload.prompts import Prompt
+from workload.tokenizers import chat_renderer, render_chat
 
 _loads = orjson.loads
 
@@ -90,13 +95,14 @@ class Conversation:
         s = self.settings
         max_tokens = s.max_tokens()
         p = s.prompt(True, stage.input_len)
-        tokens = self.tokens + self.answer_tokens + p.tokens
-        if self.turn == 0 or self.turn >= self.turns or (s.max_model_len and tokens + max_tokens > s.max_model_len):
+        going_on = 0 < self.turn < self.turns
+        tokens = self._count_next(p) if going_on else 0
+        if not going_on or (s.max_model_len and tokens + max_tokens > s.max_model_len):
             self.turns = max(1, int(s.turns.sample(s.rng))) if s.turns is not None else 1
             self.turn = 0
             system = s.system_prompt(self.group)
             self.messages = [{"role": "system", "content": system}] if system else []
-            tokens = p.tokens + (s.shared_prefix_len if system else 0)
+            tokens = p.tokens + (s.system_tokens(True) if system else 0)
         self.messages.append({"role": "user", "content": p.text})
         self.turn += 1
         self.tokens = tokens
@@ -112,6 +118,16 @@ class Conversation:
             route=Route(*picked) if picked is not None else None,
             turn=self.turn,
         )
+
+    def _count_next(self, p: Prompt) -> int:
+        """The client count of the next turn: by the DeepSeek rule above, or rendered with the tokenizer's own
+        chat template and encoded (the whole history: exact whatever the template does around the turns)."""
+        s = self.settings
+        render = chat_renderer(s.tokenizer_name)
+        if render is render_chat:
+            return self.tokens + self.answer_tokens + p.tokens
+        rendered = render([*self.messages, {"role": "user", "content": p.text}])
+        return len(s.tokenizer.encode(rendered, add_special_tokens=False).ids)
 
     def after(self, ok: bool) -> float:
         """Take the answer of the turn just sent into the history; the seconds to wait before the next turn

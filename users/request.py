@@ -93,7 +93,8 @@ def draw(settings: RunSettings, adapter: _Shape, stage: Stage, group: int = 0) -
             break
     return RequestInput(
         texts=texts,
-        prompt_tokens=sum(p.tokens for p in prompts) + (len(prompts) * settings.shared_prefix_len if system else 0),
+        prompt_tokens=sum(p.tokens for p in prompts) + (len(prompts) * settings.system_tokens(adapter.chat, tok)
+                                                        if system else 0),  # fmt: skip
         max_tokens=max_tokens,
         sampling=settings.sampling(max_tokens),
         stage=stage.name,

@@ -38,7 +38,7 @@ from workload.datasets import load_prompt_file
 from workload.lengths import LengthDist, parse_spec
 from workload.prompts import FilePrompts, Prompt, SyntheticPrompts
 from workload.routing import RouteTable, metadata_headers, parse_route_tokenizers
-from workload.tokenizers import AUTO, DEFAULT_TOKENIZER, load_tokenizer
+from workload.tokenizers import AUTO, DEFAULT_TOKENIZER, chat_renderer, load_tokenizer
 from workload.trace import BlockPrompts, TraceRecord
 
 
@@ -148,6 +148,13 @@ class RunSettings:
             text = self._prefixes[group] = words.words(rng, self.shared_prefix_len)
         return text
 
+    def system_tokens(self, chat: bool, tokenizer: str | None = None) -> int:
+        """What the shared system prompt adds to a prompt's count: its ``--shared-prefix-len`` words, and for chat
+        what the tokenizer's chat template puts around a system message (``TokenCounter.system_overhead``)."""
+        if self.shared_prefix_len <= 0:
+            return 0
+        return self.shared_prefix_len + (self.source(True, tokenizer).count.system_overhead if chat else 0)
+
     def use_tokenizer(self, name: str) -> None:
         """Count with another tokenizer (``auto`` resolved at test start): prompt sources are rebuilt."""
         if name != self.tokenizer_name:
@@ -163,10 +170,11 @@ class RunSettings:
         src = self._sources.get((name, chat))
         if src is None:
             tok = self.tokenizer if name == self.tokenizer_name else load_tokenizer(name)
+            render = chat_renderer(name) if chat else None  # the tokenizer's own chat template, as vLLM renders
             if self.prompt_texts is not None:
-                src = FilePrompts(self.prompt_texts, tok, chat)
+                src = FilePrompts(self.prompt_texts, tok, chat, render)
             else:
-                src = SyntheticPrompts(tok, chat)
+                src = SyntheticPrompts(tok, chat, render=render)
             self._sources[(name, chat)] = src
         return src
 
@@ -211,7 +219,8 @@ class RunSettings:
         """The prompt of a trace line (``--trace``): its hash ids' blocks, the same bytes in every process."""
         blocks = self._blocks.get(chat)
         if blocks is None:
-            blocks = self._blocks[chat] = BlockPrompts(self.tokenizer, chat, self.seed)
+            blocks = self._blocks[chat] = BlockPrompts(self.tokenizer, chat, self.seed,
+                                                       render=chat_renderer(self.tokenizer_name))  # fmt: skip
         return blocks.build(record, self.rng)
 
     def max_tokens(self) -> int:

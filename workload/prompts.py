@@ -5,14 +5,16 @@ leading space (``" apple"``). Every word starts a new pre-token in DeepSeek's (a
 pre-tokenizer, so a prompt of n pool words is n tokens. Re-encoding verifies it: the first 16 prompts,
 then one in ``verify_every`` (64) — re-encoding costs ~150 µs a prompt, the largest per-request cost of
 the client — and every prompt from the first mismatch on (never seen with these tokenizers).
-For chat, the chat template's tokens (``<｜begin▁of▁sentence｜><｜User｜>…<｜Assistant｜>``) are part of the
-count, so the server's ``usage.prompt_tokens`` equals the drawn length. Random words per request keep
+For chat, the chat template's tokens are part of the count, so the server's ``usage.prompt_tokens`` equals
+the drawn length: the tokenizer's own template (``render=chat_renderer(name)``, e.g. Qwen2.5's
+``<|im_start|>system…<|im_start|>user\n…<|im_start|>assistant\n``), DeepSeek's
+(``<｜begin▁of▁sentence｜><｜User｜>…<｜Assistant｜>``) when none is given. Random words per request keep
 the server's prefix cache from serving one prompt to everyone.
 
-    tok = load_tokenizer("deepseek-v4")
-    src = SyntheticPrompts(tok, chat=True)
+    tok = load_tokenizer("qwen2.5")
+    src = SyntheticPrompts(tok, chat=True, render=chat_renderer("qwen2.5"))
     p = src.build(rng, 512)        # Prompt(text=..., tokens=512); text is the user message content
-    files = FilePrompts(load_prompt_file("sharegpt.jsonl"), tok, chat=True)
+    files = FilePrompts(load_prompt_file("sharegpt.jsonl"), tok, chat=True, render=chat_renderer("qwen2.5"))
     p = files.build(rng)           # a random record, tokens counted by the client
 
 ``SyntheticPrompts.align(a, b)`` makes prompts target a server that counts ``a * client + b`` tokens
@@ -28,7 +30,7 @@ from functools import lru_cache
 import numpy as np
 from tokenizers import Tokenizer
 
-from workload.tokenizers import render_chat
+from workload.tokenizers import ChatRenderer, render_chat
 
 _WORD = re.compile(r"Ġ[a-z]{3,9}")  # byte-level BPE marks a leading space with Ġ
 _POOL_SIZE = 4000
@@ -43,23 +45,42 @@ class Prompt:
 
 
 class TokenCounter:
-    """Counts a prompt the way vLLM does: completions encode with special tokens, chat renders the template."""
+    """Counts a prompt the way vLLM does: completions encode with special tokens, chat renders the template
+    (``render``: the tokenizer's, ``workload.tokenizers.chat_renderer(name)``; default DeepSeek's, ``render_chat``)
+    and encodes it without adding special tokens."""
 
-    def __init__(self, tokenizer: Tokenizer, chat: bool) -> None:
+    def __init__(self, tokenizer: Tokenizer, chat: bool, render: ChatRenderer | None = None) -> None:
         self.tokenizer = tokenizer
         self.chat = chat
+        self.render = render or render_chat
+        self._system: int | None = None
         self.overhead = self(" the") - self._bare(" the") if chat else 0
         """Tokens the chat template adds around the user content (0 for completions), measured around a space-led
         word as prompts start with one: around a bare space, DeepSeek-V2's and Qwen2.5's templates merge the space
         into their own tokens and counted one less, so every prompt missed its count and was re-encoded."""
+
+    @property
+    def system_overhead(self) -> int:
+        """Tokens a system message before the user's adds beyond its own words (0 for completions): the template's
+        text around it, less a default system prompt it replaces (Qwen2.5's "You are Qwen…"); 0 with DeepSeek's.
+        Measured once, around a space-led word as system prompts are pool words."""
+        if self._system is None:
+            self._system = 0
+            if self.chat:
+                user = [{"role": "user", "content": " the"}]
+                with_system = self._encoded(self.render([{"role": "system", "content": " the"}, *user]))
+                self._system = with_system - self._encoded(self.render(user)) - self._bare(" the")
+        return self._system
+
+    def _encoded(self, rendered: str) -> int:
+        return len(self.tokenizer.encode(rendered, add_special_tokens=False).ids)
 
     def _bare(self, text: str) -> int:
         return len(self.tokenizer.encode(text, add_special_tokens=False).ids)
 
     def __call__(self, text: str) -> int:
         if self.chat:
-            rendered = render_chat([{"role": "user", "content": text}])
-            return len(self.tokenizer.encode(rendered, add_special_tokens=False).ids)
+            return self._encoded(self.render([{"role": "user", "content": text}]))
         return len(self.tokenizer.encode(text).ids)
 
 
@@ -83,8 +104,9 @@ class SyntheticPrompts:
     """Prompts of more words than this are built from cached pieces (:meth:`build`)."""
     PIECE, PIECES, HEAD = 512, 32, 256
 
-    def __init__(self, tokenizer: Tokenizer, chat: bool, verify_every: int = 64) -> None:
-        self.count = TokenCounter(tokenizer, chat)
+    def __init__(self, tokenizer: Tokenizer, chat: bool, verify_every: int = 64,
+                 render: ChatRenderer | None = None) -> None:  # fmt: skip
+        self.count = TokenCounter(tokenizer, chat, render)
         self.words_pool = _word_pool(tokenizer)
         self.verify_every = verify_every
         """Re-encode one prompt in this many (after the first 16); 1 = every prompt; 0 = never."""
@@ -152,8 +174,9 @@ class SyntheticPrompts:
 class FilePrompts:
     """Prompts of a dataset, drawn at random; token counts computed once."""
 
-    def __init__(self, prompts: list[str], tokenizer: Tokenizer, chat: bool) -> None:
-        count = TokenCounter(tokenizer, chat)
+    def __init__(self, prompts: list[str], tokenizer: Tokenizer, chat: bool,
+                 render: ChatRenderer | None = None) -> None:  # fmt: skip
+        self.count = count = TokenCounter(tokenizer, chat, render)
         self.prompts = [Prompt(t, count(t)) for t in prompts]
 
     def build(self, rng: np.random.Generator, n: int | None = None) -> Prompt:

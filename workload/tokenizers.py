@@ -5,7 +5,7 @@ vLLM model) goes through :func:`load_tokenizer`, so client and server agree on c
 
     >>> tok = load_tokenizer("deepseek-v4")          # bundled name
     >>> tok = load_tokenizer("/models/x/tokenizer.json")  # or a file / folder
-    >>> render_chat([{"role": "user", "content": "hi"}])
+    >>> chat_renderer("deepseek-v4")([{"role": "user", "content": "hi"}])  # the tokenizer's own chat template
     '<｜begin▁of▁sentence｜><｜User｜>hi<｜Assistant｜>'
 """
 
@@ -17,7 +17,9 @@ import json
 import os
 import re
 import zipfile
+from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime
 from functools import lru_cache
 from pathlib import Path
 
@@ -239,7 +241,8 @@ CHAT_TEMPLATE = (
 
 
 def render_chat(messages: list[dict], add_generation_prompt: bool = True) -> str:
-    """Python twin of :data:`CHAT_TEMPLATE` (bos_token = BOS, eos_token = EOS)."""
+    """Python twin of :data:`CHAT_TEMPLATE` (bos_token = BOS, eos_token = EOS): what :func:`chat_renderer` renders
+    with for a tokenizer that has no chat template of its own (deepseek-v4's files carry none)."""
     parts = [BOS]
     for m in messages:
         role, content = m.get("role"), _content_text(m.get("content", ""))
@@ -260,3 +263,99 @@ def _content_text(content: object) -> str:
     if isinstance(content, list):  # OpenAI content parts
         return "".join(p.get("text", "") for p in content if isinstance(p, dict))
     return str(content)
+
+
+ChatRenderer = Callable[..., str]
+"""``render(messages, add_generation_prompt=True) -> str``: a chat prompt as the server renders it before encoding
+it without added special tokens (what vLLM's chat endpoints count)."""
+
+
+class ChatTemplateError(ValueError):
+    """A chat template refused the messages (its ``raise_exception``, a missing field): a server's 400."""
+
+
+def chat_renderer(name_or_path: str = DEFAULT_TOKENIZER) -> ChatRenderer:
+    """The chat renderer of a tokenizer: its own ``chat_template`` (tokenizer_config.json, or chat_template.jinja
+    beside it; a Hugging Face id's from transformers) rendered with jinja2 as vLLM renders it through
+    transformers — ``messages``, ``add_generation_prompt``, the special tokens (``bos_token``, ``eos_token``, …),
+    ``raise_exception`` and ``strftime_now``, trim_blocks and lstrip_blocks, in an immutable sandbox. Only a
+    tokenizer with no template falls back to DeepSeek's, :func:`render_chat`. Compiled once per tokenizer (cached).
+    The single entry for every chat count: the client's (``workload.prompts.TokenCounter``), the simulator's
+    and the scripted server's.
+
+    A message's content given as OpenAI content parts is passed as their texts joined."""
+    return _chat_renderer(str(name_or_path))
+
+
+@lru_cache(maxsize=16)
+def _chat_renderer(name_or_path: str) -> ChatRenderer:
+    template, specials = _chat_template(name_or_path)
+    if not template:
+        return render_chat
+    from jinja2 import TemplateError  # noqa: PLC0415 - only the templated tokenizers pay for the import
+
+    compiled = _jinja_env().from_string(template)
+
+    def render(messages: list[dict], add_generation_prompt: bool = True) -> str:
+        plain = [{**m, "content": _content_text(m["content"])} if isinstance(m.get("content"), list) else m
+                 for m in messages]  # fmt: skip
+        try:
+            return compiled.render(messages=plain, add_generation_prompt=add_generation_prompt, **specials)
+        except (TemplateError, TypeError, KeyError, IndexError, AttributeError) as e:
+            raise ChatTemplateError(f"chat template of {name_or_path}: {e}") from None
+
+    return render
+
+
+_SPECIALS = ("bos_token", "eos_token", "unk_token", "pad_token", "sep_token", "cls_token", "mask_token")
+
+
+def _chat_template(name_or_path: str) -> tuple[str | None, dict[str, str]]:
+    """(the template's source or None, the special tokens it is given as strings)."""
+    if not Path(name_or_path).expanduser().exists() and _HUB_ID.fullmatch(name_or_path):
+        hub = _hub_tokenizer(name_or_path)
+        if hub is None:
+            return None, {}
+        specials = {k: v for k in _SPECIALS if isinstance(v := getattr(hub, k, None), str)}
+        return getattr(hub, "chat_template", None), specials
+    config = tokenizer_config(name_or_path)
+    template = config.get("chat_template")
+    if isinstance(template, list):  # named templates: [{"name": "default", "template": ...}, ...]
+        named = {t.get("name"): t.get("template") for t in template if isinstance(t, dict)}
+        template = named.get("default")
+    if not template:
+        jinja = _folder_of(name_or_path) / "chat_template.jinja"
+        template = jinja.read_text(encoding="utf-8") if jinja.is_file() else None
+    specials = {}
+    for key in _SPECIALS:
+        value = config.get(key)
+        if isinstance(value, dict):
+            value = value.get("content")
+        if isinstance(value, str):
+            specials[key] = value
+    return template, specials
+
+
+@lru_cache(maxsize=1)
+def _jinja_env():
+    """The sandbox templates render in, with what Hugging Face chat templates expect of it."""
+    from jinja2.ext import loopcontrols  # noqa: PLC0415
+    from jinja2.sandbox import ImmutableSandboxedEnvironment  # noqa: PLC0415
+
+    def raise_exception(message: str) -> None:
+        from jinja2 import TemplateError  # noqa: PLC0415
+
+        raise TemplateError(message)
+
+    def tojson(value: object, ensure_ascii: bool = False, indent: int | None = None, separators=None,
+               sort_keys: bool = False) -> str:  # fmt: skip
+        return json.dumps(value, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
+
+    def strftime_now(fmt: str) -> str:
+        return datetime.now().strftime(fmt)
+
+    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=[loopcontrols])
+    env.filters["tojson"] = tojson
+    env.globals["raise_exception"] = raise_exception
+    env.globals["strftime_now"] = strftime_now
+    return env

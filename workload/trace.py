@@ -33,6 +33,7 @@ import numpy as np
 from tokenizers import Tokenizer
 
 from workload.prompts import Prompt, SyntheticPrompts
+from workload.tokenizers import ChatRenderer
 
 BLOCK_TOKENS = 512
 """Tokens per hash id (the Mooncake traces' block size)."""
@@ -117,8 +118,9 @@ class BlockPrompts:
     """Prompts of a trace's records: each hash id's block, then unique words for blocks without an id; the chat
     template's (or BOS's) tokens come off the end, so the server counts ``input_length``."""
 
-    def __init__(self, tokenizer: Tokenizer, chat: bool, seed: int = 0, verify_first: int = 16) -> None:
-        self._words = SyntheticPrompts(tokenizer, chat, verify_every=0)
+    def __init__(self, tokenizer: Tokenizer, chat: bool, seed: int = 0, verify_first: int = 16,
+                 render: ChatRenderer | None = None) -> None:  # fmt: skip
+        self._words = SyntheticPrompts(tokenizer, chat, verify_every=0, render=render)
         self._count = self._words.count
         self._overhead = self._count(self._words.words_pool[0]) - 1
         """The tokens around the text (the chat template's; for completions, a BOS the tokenizer adds)."""

@@ -63,6 +63,8 @@ class Script:
     stall_s: float = 30.0
     model: str = "scripted"
     tokenizer: object | None = None
+    render: object | None = None
+    """The tokenizer's chat renderer (``workload.tokenizers.chat_renderer``); None: DeepSeek's template."""
     prompt_offset: int = 0
     tokenize: bool = True
     stats: Counter = field(default_factory=Counter)
@@ -98,9 +100,11 @@ class Script:
 
     def count_prompt(self, body: dict, chat: bool) -> int:
         if chat:
-            from workload.tokenizers import render_chat  # noqa: PLC0415
+            if self.render is None:
+                from workload.tokenizers import render_chat  # noqa: PLC0415
 
-            texts = [render_chat(body.get("messages") or [])]
+                self.render = render_chat
+            texts = [self.render(body.get("messages") or [])]  # type: ignore[operator]
             special = False
         else:
             prompt = body.get("prompt", "")
@@ -456,13 +460,14 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> None:
     args = _parse(argv)
-    tokenizer = None
+    tokenizer = render = None
     if args.tokenizer != "none":
-        from workload.tokenizers import load_tokenizer  # noqa: PLC0415
+        from workload.tokenizers import chat_renderer, load_tokenizer  # noqa: PLC0415
 
-        tokenizer = load_tokenizer(args.tokenizer)
+        tokenizer, render = load_tokenizer(args.tokenizer), chat_renderer(args.tokenizer)
         # the first encode and the chat-template import happen now, not inside the first requests' clocks
-        Script(0, 0, 1, None, tokenizer=tokenizer).count_prompt({"messages": [{"role": "user", "content": "w"}]}, True)
+        Script(0, 0, 1, None, tokenizer=tokenizer, render=render).count_prompt(
+            {"messages": [{"role": "user", "content": "w"}]}, True)
     script = Script(
         ttft=args.ttft_ms / 1000,
         itl=args.itl_ms / 1000,
@@ -473,6 +478,7 @@ def main(argv: list[str] | None = None) -> None:
         stall_s=args.stall_s,
         model=args.model,
         tokenizer=tokenizer,
+        render=render,
         prompt_offset=args.prompt_offset,
         tokenize=not args.no_tokenize,
     )

@@ -29,7 +29,7 @@ from server.sim.scheduler import FINISHED, SimRequest
 from server.sim.textgen import Vocabulary
 from workload.lengths import LengthDist
 from workload.routing import TOKENIZER_HEADERS
-from workload.tokenizers import render_chat
+from workload.tokenizers import ChatRenderer, ChatTemplateError, render_chat
 
 REASONING_FIELDS = ("reasoning_content", "reasoning", "think-tags")
 """``--reasoning-field``: the delta field vLLM's reasoning parser fills (``reasoning_content``; newer releases
@@ -99,9 +99,12 @@ class SimApp:
 
     def __init__(self, engine: Engine, tokenizer: Tokenizer, vocab: Vocabulary, model_name: str,
                  max_model_len: int, eos_probability: float, rng: np.random.Generator,
-                 registry: CollectorRegistry, faults: Faults | None = None, batcher: WriteBatcher | None = None):
+                 registry: CollectorRegistry, faults: Faults | None = None, batcher: WriteBatcher | None = None,
+                 chat_render: ChatRenderer | None = None):  # fmt: skip
         self.engine = engine
         self.tok = tokenizer
+        self.render_chat = chat_render or render_chat
+        """The served tokenizer's chat template (``workload.tokenizers.chat_renderer``): chats count as vLLM's."""
         self.vocab_size = tokenizer.get_vocab_size()
         self.text_of = vocab.text
         self.model_name = model_name
@@ -259,7 +262,11 @@ class SimApp:
     def _chat_ids(self, messages: object, add_generation_prompt: bool = True) -> list[int]:
         if not isinstance(messages, list) or not messages or not all(isinstance(m, dict) for m in messages):
             raise ApiError(400, "messages must be a non-empty list of objects with 'role' and 'content'.", "messages")
-        return self.tok.encode(render_chat(messages, add_generation_prompt), add_special_tokens=False).ids
+        try:
+            text = self.render_chat(messages, add_generation_prompt)
+        except ChatTemplateError as e:
+            raise ApiError(400, str(e), "messages") from None
+        return self.tok.encode(text, add_special_tokens=False).ids
 
     def _prompt_ids(self, prompt: object) -> list[list[int]]:
         if isinstance(prompt, str):

@@ -39,7 +39,7 @@ from workload.argtypes import (
     url_or_off,
 )
 from workload.lengths import parse_spec
-from workload.tokenizers import AUTO, TokenizerNotFound, choose_tokenizer, load_tokenizer
+from workload.tokenizers import AUTO, TokenizerNotFound, chat_renderer, choose_tokenizer, load_tokenizer
 
 log = logging.getLogger("server.sim")
 
@@ -208,6 +208,7 @@ def build_app(s: SimSettings) -> tuple[SimApp, Engine]:
     """Everything but the socket: tokenizer, vocabulary, scheduler, engine, metrics, API."""
     try:
         tok = load_tokenizer(s.tokenizer)
+        render = chat_renderer(s.tokenizer)  # its own chat template: the client's --tokenizer auto renders the same
     except (TokenizerNotFound, OSError, ValueError) as e:
         raise UsageError(f"--tokenizer: {e}") from None
     seeds = np.random.SeedSequence(s.seed).spawn(4)
@@ -228,7 +229,7 @@ def build_app(s: SimSettings) -> tuple[SimApp, Engine]:
     collector = SimCollector(metrics, engine.gauges, s.model_name, cache_info, s.legacy_metrics)
     faults = Faults(s.fault_rate, s.fault_kinds, np.random.default_rng(seeds[2])) if s.fault_rate > 0 else None
     app = SimApp(engine, tok, vocab, s.model_name, s.sched.max_model_len, s.eos_probability,
-                 np.random.default_rng(seeds[3]), make_registry(collector), faults, batcher)
+                 np.random.default_rng(seeds[3]), make_registry(collector), faults, batcher, render)
     app.reasoning = parse_spec(s.reasoning) if s.reasoning else None
     app.reasoning_field = s.reasoning_field
     if s.otlp_traces_endpoint:

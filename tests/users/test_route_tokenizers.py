@@ -15,7 +15,7 @@ from users.settings import RunSettings
 from users.versions import resolve_versions
 from workload.prompts import TokenCounter
 from workload.routing import ROUTE_TOKENIZERS_FORM, RouteTable
-from workload.tokenizers import load_tokenizer, tokenizer_hash
+from workload.tokenizers import chat_renderer, load_tokenizer, tokenizer_hash
 
 TABLE = "v1=http://127.0.0.1:8001@0-49,beta=http://127.0.0.1:8002@50-99"
 TOKS = {"v1": "deepseek-v2", "beta": "deepseek-v3"}
@@ -60,7 +60,7 @@ def test_unnamed_versions_take_the_auto_choice_for_their_backends_model() -> Non
 
 def test_each_versions_prompts_are_counted_with_its_tokenizer_and_carry_its_headers() -> None:
     s = _settings(route_tokenizers="v1=deepseek-v2,beta=deepseek-v3")
-    counters = {v: TokenCounter(load_tokenizer(t), chat=True) for v, t in TOKS.items()}
+    counters = {v: TokenCounter(load_tokenizer(t), chat=True, render=chat_renderer(t)) for v, t in TOKS.items()}
     seen = Counter()
     for _ in range(60):
         inp = draw(s, ADAPTERS["chat"], Stage("main"))

@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import json
 import threading
 import urllib.request
 from contextlib import contextmanager
@@ -20,10 +21,16 @@ from statistics import median
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.server.sim.helpers import running_sim
+from tests.server.sim.helpers import post, running_sim
 from tests.support import PY, Proc, free_port, wait_http
 from tests.users.e2e import SERVER_NICE, run_locust
-from workload.tokenizers import load_tokenizer, tokenizer_hash
+from workload.tokenizers import BOS, chat_renderer, load_tokenizer, render_chat, tokenizer_hash
+
+# One short message as each model's own chat template renders it (its tokenizer_config.json), written by hand.
+OWN_TEMPLATE = {
+    "deepseek-v2": BOS + "User: hi\n\nAssistant:",
+    "r1-distill-llama": BOS + "<｜User｜>hi<｜Assistant｜><think>\n",
+}
 
 
 @pytest.mark.parametrize(
@@ -35,7 +42,14 @@ def test_auto_tokenizer_follows_the_served_model(tmp_path, model, bundled):
     text = " the quick brown fox jumps over the lazy dog" * 20
     ours, v4 = load_tokenizer(bundled), load_tokenizer("deepseek-v4")
     assert len(ours.encode(text).ids) != len(v4.encode(text).ids) or ours.get_vocab_size() != v4.get_vocab_size()
-    with running_sim("--time-scale", "20", "--served-model-name", model, "--tokenizer", bundled) as sim:
+    # and both sides render chat prompts with the model's own template, not DeepSeek's: one short message
+    hi = [{"role": "user", "content": "hi"}]
+    assert chat_renderer(bundled)(hi) == OWN_TEMPLATE[bundled] != render_chat(hi)
+    own, twin = (len(ours.encode(t, add_special_tokens=False).ids) for t in (OWN_TEMPLATE[bundled], render_chat(hi)))
+    assert own != twin
+    with running_sim("--time-scale", "20", "--served-model-name", model) as sim:  # the simulator's auto, too
+        status, _h, raw = post(sim.port, "/v1/chat/completions", {"model": model, "messages": hi, "max_tokens": 1})
+        assert status == 200 and json.loads(raw)["usage"]["prompt_tokens"] == own, raw[:300]
         run = run_locust(f"http://127.0.0.1:{sim.port}", ["-u", "2", "-r", "2", "-t", "4s", "--input-len",
                          "uniform:64:512", "--output-len", "fixed:16", "StreamingChatUser", "StreamingCompletionUser"],
                          tmp_path)  # fmt: skip
@@ -48,7 +62,8 @@ def test_auto_tokenizer_follows_the_served_model(tmp_path, model, bundled):
     assert s["requests"]["ok"] >= 4 and s["requests"]["failed"] == 0
     assert s["tokens"]["prompt_mismatch_ratio"] == 0.0
     print(f"{model}: tokenizer {s['run']['tokenizer']['name']} {s['run']['tokenizer']['hash'][:16]}, "
-          f"{s['tokens']['prompt']} prompt tokens, mismatch {s['tokens']['prompt_mismatch_ratio']}")
+          f"{s['tokens']['prompt']} prompt tokens, mismatch {s['tokens']['prompt_mismatch_ratio']}; "
+          f"one message 'hi': own template {own} tokens, DeepSeek's {twin}")
 
 
 def _scrape_until_exit(port: int, proc_done: threading.Event, last: list[str]) -> None:

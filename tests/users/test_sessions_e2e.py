@@ -38,9 +38,9 @@ def test_shared_prefix_hits_the_prefix_cache_and_lowers_ttft(tmp_path):
         plain = _run(sim.port, tmp_path, *sweep, "--input-len", "fixed:1152")
         shared = _run(sim.port, tmp_path, *sweep, "--input-len", "fixed:128", "--shared-prefix-len", "1024",
                       "--prefix-groups", "2")  # fmt: skip
-    for s in (plain, shared):
+    for s, around in ((plain, 0), (shared, 2)):  # 2: "\n\n", what deepseek-v2's template puts after a system prompt
         assert [st["name"] for st in _measured(s)] == ["users=2", "users=4"]
-        assert all(st["prompt_tokens_mean"] == 1152 for st in _measured(s)), s["stages"]
+        assert all(st["prompt_tokens_mean"] == 1152 + around for st in _measured(s)), s["stages"]
         assert s["turns"] == []
     hit = [st["prefix_cache_hit_rate"] for st in _measured(shared)]
     miss = [st["prefix_cache_hit_rate"] for st in _measured(plain)]

@@ -9,7 +9,7 @@ import pytest
 
 from workload.datasets import load_prompt_file
 from workload.prompts import FilePrompts, SyntheticPrompts
-from workload.tokenizers import load_tokenizer, render_chat
+from workload.tokenizers import BUNDLED, MODEL_TOKENIZERS, chat_renderer, load_tokenizer, render_chat
 
 TOK = load_tokenizer("deepseek-v4")
 
@@ -28,6 +28,24 @@ def test_exact_counts_over_many_lengths(chat: bool) -> None:
     for n in [4, 5, 17, 128, 511, 512, 2048]:
         p = src.build(rng, n)
         assert p.tokens == n == server_count(p.text, chat), (chat, n)
+
+
+@pytest.mark.parametrize("name", sorted(set(BUNDLED) | {n for _pattern, n in MODEL_TOKENIZERS}))
+def test_chat_prompts_count_exactly_with_every_bundled_tokenizers_own_template(name: str) -> None:
+    """Every bundled tokenizer (the served models' too), with its own chat template: the drawn length is what
+    the template-rendered prompt encodes to, on the sampled verification's first prompts and long ones alike."""
+    tok, render = load_tokenizer(name), chat_renderer(name)
+    src = SyntheticPrompts(tok, chat=True, render=render)
+    rng = np.random.default_rng(0)
+    for n in [40, 41, 300, 4700]:
+        p = src.build(rng, n)
+        counted = len(tok.encode(render([{"role": "user", "content": p.text}]), add_special_tokens=False).ids)
+        assert p.tokens == n == counted, (name, n, p.tokens, counted, src.count.overhead)
+        # behind a shared system prompt of 100 pool words: 100 + the template's system overhead more
+        system = [{"role": "system", "content": src.words(rng, 100)}, {"role": "user", "content": p.text}]
+        counted = len(tok.encode(render(system), add_special_tokens=False).ids)
+        assert counted == n + 100 + src.count.system_overhead, (name, n, counted, src.count.system_overhead)
+    assert src.mismatches == 0
 
 
 def test_prompts_differ_between_requests_and_repeat_with_the_seed() -> None:
