@@ -56,6 +56,16 @@ def _stats(host: str) -> dict:
         return json.loads(r.read())
 
 
+def wait_up(host: str) -> None:
+    """Wait (up to 10 s) until the scripted server at ``host`` answers /stats."""
+    for _ in range(100):
+        try:
+            _stats(host)
+            return
+        except OSError:
+            time.sleep(0.1)
+
+
 def _cpu_s(pid: int) -> float:
     """User + system CPU seconds of a running process (/proc/PID/stat fields 14 and 15)."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
@@ -165,12 +175,7 @@ def main(argv: list[str] | None = None) -> None:
     out: dict = {"locustfile": locustfile, "itl_ms": args.itl_ms, "max_tokens": args.max_tokens,
                  "warmup_s": args.warmup, "window_s": args.window}  # fmt: skip
     try:
-        for _ in range(100):
-            try:
-                _stats(host)
-                break
-            except OSError:
-                time.sleep(0.1)
+        wait_up(host)
         for n in streams:
             runs = [
                 side_by_side(host, n, args.warmup, args.window, args.max_tokens, locustfile, server.pid)

@@ -30,7 +30,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench.client_cost import _TICK, LOCUST, PY, QUIET, ROOT, _cpu_s, _free_port, _median, _stats
+from bench.client_cost import _TICK, LOCUST, PY, QUIET, ROOT, _cpu_s, _free_port, _median, _stats, wait_up
 from workload.argtypes import non_negative_seconds, positive_int, seconds
 
 TARGET = 1.8
@@ -140,12 +140,7 @@ def main(argv: list[str] | None = None) -> None:
     host = f"http://127.0.0.1:{port}"
     rounds: list[dict] = []
     try:
-        for _ in range(100):
-            try:
-                _stats(host)
-                break
-            except OSError:
-                time.sleep(0.1)
+        wait_up(host)
         for r in range(args.rounds):
             row = {n: measure(host, server.pid, n, args.users, args.tokens, args.warmup, args.window) for n in (1, 2)}
             row["ratio"] = row[2]["tokens_per_s"] / row[1]["tokens_per_s"]

@@ -32,6 +32,14 @@ class Window:
     output_tokens: int = 0
     sketches: dict[str, LogSketch] = field(default_factory=lambda: {m: LogSketch(SLOT_ALPHA) for m in WINDOW_METRICS})
 
+    def absorb(self, slot) -> None:
+        """Add one recorder slot (a wall-clock second of one process, or of one version) to this window."""
+        self.requests += slot.requests
+        self.errors += slot.errors
+        self.output_tokens += slot.output_tokens
+        for m in WINDOW_METRICS:
+            self.sketches[m].merge(slot.sketches[m])
+
 
 @dataclass(frozen=True)
 class RunView:
@@ -102,12 +110,7 @@ class RunView:
                 continue
             k = math.floor((i * self.slot_s - self.t0_wall - origin_s) / seconds + 1e-9)
             if 0 <= k < count:
-                w = out[k]
-                w.requests += slot.requests
-                w.errors += slot.errors
-                w.output_tokens += slot.output_tokens
-                for m in WINDOW_METRICS:
-                    w.sketches[m].merge(slot.sketches[m])
+                out[k].absorb(slot)
         return out
 
     def sent_by_version(self, since_s: float | None = None, until_s: float | None = None) -> dict[str, int]:
@@ -138,10 +141,5 @@ class RunView:
             k = max(0, math.floor(t / seconds))
             while k >= len(out):
                 out.append(Window(origin_s + len(out) * seconds, origin_s + (len(out) + 1) * seconds))
-            w = out[k]
-            w.requests += slot.requests
-            w.errors += slot.errors
-            w.output_tokens += slot.output_tokens
-            for m in WINDOW_METRICS:
-                w.sketches[m].merge(slot.sketches[m])
+            out[k].absorb(slot)
         return out
