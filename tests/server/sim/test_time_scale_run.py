@@ -39,13 +39,14 @@ def test_time_scaled_sim_attribution_adds_up(tmp_path):
     print("time-scale 10:", d["statement"], means)
     # no material negative term, and the server's TTFT parts fit inside the client's TTFT. vLLM (and the sim)
     # observe TTFT at the first token but queue and prefill at the request's end, so a scrape window's means
-    # cover slightly different requests: an excess within 1 % of the server's TTFT is that, not a clock error
+    # cover slightly different requests: an excess within 5 % of the server's TTFT is that (measured 0.9-1.4 %),
+    # not a clock error (a time-scale bug put the server's durations 10x off the client's)
     excess = d["remainder_ms"].get("excess_ms", {})
-    assert "network_client" not in excess and excess.get("server_other", 0) <= 0.01 * means["ttft_server_ms"], d
+    assert "network_client" not in excess and excess.get("server_other", 0) <= 0.05 * means["ttft_server_ms"], d
     assert "exceed" not in d["statement"], d["statement"]  # below 1 ms: not worth a clause
     assert all(v is not None and v >= 0 for v in means.values()), means
     assert min(d["remainder_ms"]["network_client"], d["remainder_ms"]["server_other"]) >= 0, d["remainder_ms"]
-    assert means["queue_ms"] + means["prefill_ms"] <= means["ttft_server_ms"] * 1.01 <= means["ttft_client_ms"]
+    assert means["queue_ms"] + means["prefill_ms"] <= means["ttft_server_ms"] * 1.05 <= means["ttft_client_ms"]
     # the client's and the server's mean ITL agree within 10 % (they were 10× apart)
     client, server = means["itl_client_ms"], means["decode_itl_server_ms"]
     assert abs(client - server) <= 0.10 * server, (client, server)
