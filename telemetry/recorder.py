@@ -234,15 +234,21 @@ class Recorder:
         """Per (route version, slot): requests, errors and sent by t0, and the one-value-per-request windowed
         metrics (TTFT, E2E, ...): what a fallback rule judges (telemetry/fallback.py)."""
         self.token_sources: Counter = Counter()
-        self.mismatch_abs = 0
-        """Sum over requests of |client prompt count - server prompt count|."""
-        self.mismatch_server = 0
-        """Sum of server prompt counts over the same requests."""
         self.kv_fill: dict[str, KvFill] = {}
         self.turns: dict[tuple[str, int], TurnStats] = {}
         """Per (stage, turn index) of the conversations (``--turns``); empty without conversations."""
         self.kv_last: tuple[int, int] | None = None
         """(used slots, allocated slots) of the latest in-flight snapshot."""
+
+    @property
+    def mismatch_abs(self) -> int:
+        """Sum over requests with usage of |client prompt count - server prompt count| (every cell's)."""
+        return sum(c.mismatch[0] for c in self.cells.values())
+
+    @property
+    def mismatch_server(self) -> int:
+        """Sum of the server's prompt counts over the same requests."""
+        return sum(c.mismatch[1] for c in self.cells.values())
 
     # ---- ingestion -------------------------------------------------------------------------------
     def cell(self, key: Key) -> Cell:
@@ -262,18 +268,15 @@ class Recorder:
         c.prompts += int(r.batch_size)
         self.token_sources[r.token_source] += 1
         if r.token_source == "usage" and r.prompt_tokens_client is not None and r.prompt_tokens > 0:
-            self.mismatch_abs += abs(int(r.prompt_tokens_client) - int(r.prompt_tokens))
-            self.mismatch_server += int(r.prompt_tokens)
             c.mismatch[0] += abs(int(r.prompt_tokens_client) - int(r.prompt_tokens))
             c.mismatch[1] += int(r.prompt_tokens)
-        if r.version is not None:
-            self._version(r)
 
         if r.turn is not None:
             self._turn(r)
         slot = self._slot(self._wall(r.t_end))
         slot.requests += 1
         slot.output_tokens += int(r.output_tokens)
+        vend = self._version(r) if r.version is not None else None  # the version's end slot; None: ended / failed
         if not r.ok:
             slot.errors += 1
             return
@@ -291,6 +294,8 @@ class Recorder:
                 hs[key].add(v)
             if windowed:
                 (slot if at is None else self._slot(self._wall(at(r)))).sketches[key].add(v)
+                if vend is not None:
+                    (vend if at is None else self._vslot(r.version, self._wall(at(r)))).sketches[key].add(v)
         if len(r.chunk_times) < 2:
             return
         for key, take, hist, windowed, at in _SAMPLES:
@@ -308,17 +313,16 @@ class Recorder:
             else:
                 self._add_windowed(key, sk[key], v, at(r, v))
 
-    def _version(self, r: GenerationResult) -> None:
-        """The per-version slots: sent at t0; requests, errors and the values at the end (or the metric's time)."""
+    def _version(self, r: GenerationResult) -> Slot | None:
+        """The per-version slots: sent at t0, requests and errors at the end; returns the end slot of an ok request
+        (``record`` adds its windowed values there, or at the metric's time), None for a failed one."""
         self._vslot(r.version, self._wall(r.t0)).sent += 1
         end = self._vslot(r.version, self._wall(r.t_end))
         end.requests += 1
         if not r.ok:
             end.errors += 1
-            return
-        for key, take, _hist, windowed, at in _VALUES:
-            if windowed and (v := take(r)) is not None:
-                (end if at is None else self._vslot(r.version, self._wall(at(r)))).sketches[key].add(v)
+            return None
+        return end
 
     def _vslot(self, version: str, wall_t: float) -> Slot:
         key = (version, math.floor(wall_t / self.slot_s))
@@ -414,7 +418,6 @@ class Recorder:
             "slots": [s.to_dict(i) for i, s in self.slots.items()],
             "version_slots": [[v, s.to_dict(i)] for (v, i), s in self.version_slots.items()],
             "token_sources": dict(self.token_sources),
-            "mismatch": [self.mismatch_abs, self.mismatch_server],
             "kv_fill": {st: [f.ratio_sum, f.samples, f.sq_sum] for st, f in self.kv_fill.items()},
             "kv_block": [self.kv_block, self.kv_block_source],
             "kv_last": list(self.kv_last) if self.kv_last is not None else None,
@@ -449,8 +452,6 @@ class Recorder:
             else:
                 self.version_slots[(str(v), i)] = s
         self.token_sources.update({str(k): int(v) for k, v in d["token_sources"].items()})
-        self.mismatch_abs += int(d["mismatch"][0])
-        self.mismatch_server += int(d["mismatch"][1])
         for st, vals in d["kv_fill"].items():
             f = self.kv_fill.setdefault(st, KvFill())
             f.ratio_sum += float(vals[0])
