@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import statistics
 import time
+from functools import partial
 
 import numpy as np
 
@@ -36,14 +37,7 @@ def main(argv: list[str] | None = None) -> None:
     print(f"tokenizer {a.tokenizer}, chat template, {a.rounds} rounds")
     for n in (int(x) for x in a.lengths.split(",")):
         src = SyntheticPrompts(tok, chat=True, render=render)
-        t = time.perf_counter()
-        first = src.build(rng, n)
-        first_s = time.perf_counter() - t
-        times = []
-        for _ in range(a.rounds):
-            t = time.perf_counter()
-            p = src.build(rng, n)
-            times.append(time.perf_counter() - t)
+        first, first_s, p, times = _timed(partial(src.build, rng, n), a.rounds)
         t = time.perf_counter()
         whole = count(p.text)
         encode_s = time.perf_counter() - t
@@ -53,19 +47,24 @@ def main(argv: list[str] | None = None) -> None:
               f"{encode_s * 1000:7.1f} ms; count {p.tokens} = the prompt encoded whole")
         blocks = BlockPrompts(tok, chat=True, verify_first=0, render=render)
         line = TraceRecord(1, 0.0, n, 1, tuple(range(-(-n // BLOCK_TOKENS))))
-        t = time.perf_counter()
-        blocks.build(line, rng)
-        first_s = time.perf_counter() - t
-        times = []
-        for _ in range(a.rounds):
-            t = time.perf_counter()
-            q = blocks.build(line, rng)
-            times.append(time.perf_counter() - t)
+        _first, first_s, q, times = _timed(partial(blocks.build, line, rng), a.rounds)
         assert q.tokens == count(q.text) == n, (q.tokens, n)
         print(f"{n:>7} tokens, trace line of {len(line.hash_ids)} hash-id blocks: first build {first_s * 1000:7.1f} ms "
               f"(blocks drawn), then median {statistics.median(times) * 1000:6.2f} ms, max {max(times) * 1000:6.2f} "
               f"ms; count {q.tokens} = the prompt encoded whole")
 
+
+def _timed(build, rounds: int):
+    """(first result, its seconds, last result, seconds of each later round): the first build fills the caches."""
+    t = time.perf_counter()
+    first = build()
+    first_s = time.perf_counter() - t
+    times, last = [], first
+    for _ in range(rounds):
+        t = time.perf_counter()
+        last = build()
+        times.append(time.perf_counter() - t)
+    return first, first_s, last, times
 
 if __name__ == "__main__":
     main()
