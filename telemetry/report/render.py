@@ -16,6 +16,7 @@ from html import escape
 
 from telemetry.report.baseline import baseline_section
 from telemetry.report.sections import SECTIONS
+from telemetry.report.svg import LABEL_EM
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +49,7 @@ svg .ct { font-size:14px; font-weight:600; fill:var(--fg); }
 svg .tk { font-size:11px; fill:var(--mut); }
 svg .al { font-size:12px; fill:var(--fg); }
 svg .lg { font-size:11.5px; fill:var(--fg); }
-svg .mk { font-size:11.5px; font-weight:600; paint-order:stroke; stroke:#fff; stroke-width:3px; }
+svg .mk { font-size:{LABEL_EM}px; font-weight:600; paint-order:stroke; stroke:#fff; stroke-width:3px; }
 svg .bt { font-size:12px; fill:#fff; font-weight:600; }
 svg .plot { fill:#fbfcfe; stroke:var(--line); }
 svg .grid { stroke:#e8ebf1; stroke-width:1; }
@@ -63,7 +64,7 @@ tr.warmup td { color:#8a93a3; }
 .badge.ok { background:var(--ok); } .badge.bad { background:var(--bad); } .badge.na { background:#8a93a3; }
 table.spikes td:last-child { font-family:ui-monospace,SFMono-Regular,Menlo,monospace; font-size:12px; }
 footer { color:var(--mut); font-size:12px; padding:0 28px 24px; }
-"""
+""".replace("{LABEL_EM}", f"{LABEL_EM:g}")
 
 TITLES = {"overview": "Overview", "latency": "Latency", "stages": "Stages", "distributions": "Distributions",
           "server": "Server", "slo": "SLO", "attribution": "Attribution", "versions": "Versions",

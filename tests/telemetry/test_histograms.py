@@ -9,7 +9,7 @@ import numpy as np
 
 from telemetry.merger import Merger
 from telemetry.recorder import FINE_ALPHA, Recorder
-from telemetry.report.svg import LABEL_CHAR_W, Marker, histogram_chart
+from telemetry.report.svg import Marker, histogram_chart, label_width
 from telemetry.report.timeline import hist_bins
 from telemetry.sketch import LogSketch
 from telemetry.summary import HIST_BINS, build_summary
@@ -54,7 +54,7 @@ def _label_boxes(svg: str) -> list[tuple[float, float, float]]:
     boxes = []
     for x, y, anchor, text in re.findall(r'<text x="([\d.]+)" y="([\d.]+)" class="mk"[^>]*text-anchor="(\w+)">([^<]*)',
                                          svg):
-        w = LABEL_CHAR_W * len(text)
+        w = label_width(text)
         x0 = float(x) if anchor == "start" else float(x) - w
         boxes.append((x0, x0 + w, float(y)))
     return boxes

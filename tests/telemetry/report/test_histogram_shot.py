@@ -8,6 +8,7 @@ import json
 
 import pytest
 
+from telemetry.report.svg import label_width
 from tests.support import LOCUST, PY, ROOT, Proc, free_port, wait_http
 from tests.webui.chromium import chromium, require_chromium
 
@@ -62,6 +63,8 @@ def test_steady_run_report_histograms_show_their_shape(tmp_path):
             assert not _overlap(*c["labels"]), c
         for c in charts.values():  # every distribution's labels, not only these two
             boxes = c["labels"]
+            # the placement's width estimate bounds what the browser draws (a flat 7 px a character did not)
+            assert all(b[2] - b[0] <= label_width(b[4]) for b in boxes), c
             assert not any(_overlap(a, b) for i, a in enumerate(boxes) for b in boxes[i + 1:]), c
         driver.execute_script("document.getElementById('distributions').scrollIntoView()")
         driver.set_window_size(1400, 1100)
