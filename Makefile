@@ -3,6 +3,7 @@
 #   make test       the whole suite, the real vLLM CPU engine included (installed once into .venv-vllm)
 #   make test-fast  everything but the real-engine tests
 #   make test-vllm  only the real-engine tests
+#   make test-long  the minute-long runs make test covers in a shorter form (marker long)
 # A test that needs what these targets install (REQUIRE_SYSTEM_TOOLS: Debian tools; REQUIRE_VLLM: the engine)
 # fails under them instead of skipping: tests/requires.py.
 SHELL := /bin/bash
@@ -13,7 +14,7 @@ STAMP := $(VENV)/.installed-$(shell cat requirements.txt | sha1sum | cut -c1-12)
 export HF_HUB_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: install system-deps run test test-fast test-vllm vllm-env lint bench soak clean
+.PHONY: install system-deps run test test-fast test-vllm test-long vllm-env lint bench soak clean
 
 install: $(STAMP)
 
@@ -44,13 +45,16 @@ run: install
 	$(BIN)/python -m scripts.demo --users 16 --run-time 60 --out results
 
 test: install system-deps vllm-env
-	REQUIRE_VLLM=1 REQUIRE_SYSTEM_TOOLS=1 $(BIN)/python -m pytest -q -p no:cacheprovider --durations=30 tests
+	REQUIRE_VLLM=1 REQUIRE_SYSTEM_TOOLS=1 $(BIN)/python -m pytest -q -p no:cacheprovider --durations=30 -m "not long" tests
 
 test-fast: install system-deps
-	REQUIRE_SYSTEM_TOOLS=1 $(BIN)/python -m pytest -q -p no:cacheprovider -m "not vllm" tests
+	REQUIRE_SYSTEM_TOOLS=1 $(BIN)/python -m pytest -q -p no:cacheprovider -m "not vllm and not long" tests
 
 test-vllm: install vllm-env
-	REQUIRE_VLLM=1 $(BIN)/python -m pytest -q -p no:cacheprovider -m vllm tests
+	REQUIRE_VLLM=1 $(BIN)/python -m pytest -q -p no:cacheprovider -m "vllm and not long" tests
+
+test-long: install system-deps
+	REQUIRE_SYSTEM_TOOLS=1 $(BIN)/python -m pytest -q -p no:cacheprovider -m long tests
 
 # The real vLLM CPU engine in its own venv and the tiny DeepSeek-tokenizer model (both once).
 vllm-env: install

@@ -7,7 +7,7 @@ Measured on this project's shared 2-core machine: V2-Lite 1839 tok/s and 438 ms,
 (the P99 moves ~±7 % from run to run with how far apart the 16 first requests reach the server). Under
 heavy machine load (a load average of 5-6) the P99s came out 20-25 % higher, hence 35 % above.
 The profiles themselves are checked against the table in
-virtual time (test_profiles.py).
+virtual time (test_profiles.py); V2-Lite runs here in make test, V2 in make test-long.
 """
 
 from __future__ import annotations
@@ -23,7 +23,12 @@ pytestmark = pytest.mark.slow
 SEED_TABLE = {"deepseek-v2-lite-a100": (1842.0, 412.0), "deepseek-v2-a100": (956.0, 789.0)}
 
 
-@pytest.mark.parametrize("profile", sorted(SEED_TABLE))
+@pytest.mark.parametrize("profile", [
+    "deepseek-v2-lite-a100",
+    # V2's table figures are checked in virtual time (test_profiles.py) in make test; this minute runs in
+    # make test-long, to keep make test inside its 30 minutes
+    pytest.param("deepseek-v2-a100", marks=pytest.mark.long),
+])
 def test_seed_scenario_through_the_locust_users(tmp_path, profile):
     tok_s, p99 = SEED_TABLE[profile]
     port = free_port()
