@@ -34,6 +34,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
+from gevent import getcurrent
 from geventhttpclient._parser import HTTPResponseParser
 from geventhttpclient.client import HTTPClient
 from geventhttpclient.response import HTTPParseError, HTTPSocketPoolResponse
@@ -191,14 +192,19 @@ def _read_stream(resp: HTTPSocketPoolResponse, tally: StreamTally, live: LiveReq
             raise LLMError("stream_cut", f"connection closed mid-stream after {tally.out} tokens")
         add(parser.close(), t)
         return t
-    raw, wait, readable = _raw_reader(sock)
+    raw, readable = _raw_reader(sock)
+    if raw is not None:
+        # wait until the bytes are there, then read them once: gevent's own recvmsg reads first and so pays a
+        # syscall and an exception per chunk just to learn "not yet". The read watcher stays started for the
+        # whole stream, calling this greenlet back: no waiter, no watcher start/stop and no epoll change per read
+        # (gevent's wait pays all three). Whatever is thrown in while waiting (the stall watch's Stalled, a
+        # kill, a cancel_wait) raises from the hub switch.
+        readable.start(getcurrent().switch)
+        wait = sock.hub.switch
     try:
         while not resp.message_complete:
             if raw is not None:
-                # wait until the bytes are there, then read them once: gevent's own recvmsg reads first and
-                # so pays a syscall and an exception per chunk just to learn "not yet" (13% of the users CPU
-                # per token in bench.client_cost)
-                wait(readable)
+                wait()
                 try:
                     data, anc, _flags, _addr = raw(_RECV, 64)
                 except BlockingIOError:  # woken without bytes after all
@@ -223,16 +229,20 @@ def _read_stream(resp: HTTPSocketPoolResponse, tally: StreamTally, live: LiveReq
         raise LLMError("timeout", f"stream stalled past the request timeout after {tally.out} tokens") from None
     except (OSError, HTTPParseError) as e:
         raise LLMError("stream_cut", f"{type(e).__name__} after {tally.out} tokens: {e}") from None
+    finally:
+        if raw is not None:
+            readable.stop()
     add(parser.close(), t)
     return t
 
 
 def _raw_reader(sock):
-    """(the OS socket's recvmsg, gevent's wait, its read watcher) of a gevent socket, else Nones."""
+    """(the OS socket's recvmsg, its gevent read watcher) of a gevent socket whose watcher is free, else Nones."""
     try:
-        return sock._sock.recvmsg, sock._wait, sock._read_event
+        raw, readable = sock._sock.recvmsg, sock._read_event
     except AttributeError:
-        return None, None, None
+        return None, None
+    return (raw, readable) if readable.callback is None else (None, None)
 
 
 def _kernel_stamps(sock) -> None:
