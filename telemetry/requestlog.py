@@ -50,6 +50,7 @@ def record_of(r: GenerationResult, worker: int | None = None) -> dict:
         "prompt_tokens": r.prompt_tokens,
         "output_tokens": r.output_tokens,
         "token_source": r.token_source,
+        "finish_reason": r.finish_reason,
         "ttft_ms": _ms(r.ttft_s),
         "ttst_ms": _ms(r.ttst_s),
         "tpot_ms": _ms(r.tpot_s),

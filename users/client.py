@@ -335,6 +335,7 @@ def _failed(call: Call, kind: str, message: str, t0: float, t_sent: float, wall:
         chunk_tokens=np.asarray(tally.ks, dtype=np.int64),
         output_tokens=tally.ct if tally.ct is not None else tally.out,
         prompt_tokens=tally.prompt_tokens or 0,
+        finish_reason=tally.finish_reason,
         **_base(call, t0, t_sent, wall),
     )
 
@@ -364,12 +365,13 @@ def _stream_result(call, tally: StreamTally, t0, t_sent, t_end, wall, count_text
         t_reasoning=_restamped(tally.t_reason, tally.times, arrivals),
         t_answer=_restamped(tally.t_answer, tally.times, arrivals),
         reasoning_tokens=min(tally.reasoning_tokens(count_text), output),
+        finish_reason=tally.finish_reason,
         **_base(call, t0, t_sent, wall),
     )
 
 
 def _whole_result(call, raw: bytes, t0, t_sent, t_end, wall, count_text) -> GenerationResult:
-    output, prompt, source, reasoning = call.answer.parse_whole(raw, count_text)
+    output, prompt, source, reasoning, reason = call.answer.parse_whole(raw, count_text)
     if output <= 0:
         raise LLMError("empty", "the response carried no token")
     return GenerationResult(
@@ -381,5 +383,6 @@ def _whole_result(call, raw: bytes, t0, t_sent, t_end, wall, count_text) -> Gene
         prompt_tokens=int(prompt) if prompt is not None else call.prompt_tokens_client,
         token_source=source,
         reasoning_tokens=min(int(reasoning), int(output)),
+        finish_reason=reason,
         **_base(call, t0, t_sent, wall),
     )

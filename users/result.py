@@ -81,6 +81,9 @@ class GenerationResult:
     """Arrival of the first chunk with answer text (``content`` outside ``<think>``); None: no answer text came."""
     reasoning_tokens: int = 0
     """Output tokens of the reasoning (the continuous-usage deltas of its chunks; 0 without reasoning)."""
+    finish_reason: str | None = None
+    """The answer's ``finish_reason`` (``stop``, ``length``, ...; a streamed answer: the last one its chunks said; a
+    batch: its first choice's); None when the server said none (a cut stream, an error)."""
     prompt_build_s: float | None = None
     """Client time spent building the request before t0, on the users' event loop: drawing the lengths,
     synthesizing and tokenizing the prompt, the route, serializing the body (``users.base.LLMUser.send``); not part

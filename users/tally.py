@@ -7,7 +7,7 @@ non-empty (k = 1). The role-only first chat chunk, empty chunks and the final us
 
     t = StreamTally(prompt_tokens_client=512)
     t.add([b'{"choices":[...],"usage":{...}}', b"[DONE]"], arrival_time)
-    t.times, t.ks, t.out, t.done, t.finished, t.usage_tokens, t.prompt_tokens
+    t.times, t.ks, t.out, t.done, t.finished, t.finish_reason, t.usage_tokens, t.prompt_tokens
     t.t_reason, t.t_answer, t.reasoning, t.split      # reasoning vs answer (R1)
 
 Reasoning (DeepSeek-R1): a token-bearing chunk is reasoning when its delta carries ``reasoning_content`` or
@@ -41,8 +41,9 @@ _TEXT_FIELDS = ("content", "reasoning_content", "reasoning")
 
 
 class StreamTally:
-    __slots__ = ("prompt", "out", "times", "ks", "done", "finished", "ct", "continuous", "prompt_tokens", "texts",
-                 "t_reason", "t_answer", "reasoning", "pending", "split", "think")  # fmt: skip
+    __slots__ = ("prompt", "out", "times", "ks", "done", "finished", "finish_reason", "ct", "continuous",
+                 "prompt_tokens", "texts", "t_reason", "t_answer", "reasoning", "pending", "split",
+                 "think")  # fmt: skip
 
     def __init__(self, prompt_tokens_client: int = 0) -> None:
         self.prompt = prompt_tokens_client
@@ -55,6 +56,8 @@ class StreamTally:
         """``data: [DONE]`` seen."""
         self.finished = False
         """A ``finish_reason`` seen."""
+        self.finish_reason: str | None = None
+        """The last ``finish_reason`` seen (``stop``, ``length``, ...)."""
         self.ct: int | None = None
         """Last ``usage.completion_tokens`` seen (None: the server sent no usage)."""
         self.continuous = False
@@ -100,8 +103,9 @@ class StreamTally:
                 k = self._by_text(c0)
             else:
                 continue
-            if c0.get("finish_reason") is not None:
+            if (reason := c0.get("finish_reason")) is not None:
                 self.finished = True
+                self.finish_reason = reason
             if k > 0:
                 self.times.append(t)
                 self.ks.append(k)

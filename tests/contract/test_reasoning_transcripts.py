@@ -78,7 +78,7 @@ def test_client_result_from_the_recorded_reasoning_stream():
 
 
 def test_recorded_whole_answer_is_all_reasoning():
-    assert OPENAI.parse_whole(WHOLE.body, None) == Whole(24, 16, "usage", 24)
+    assert OPENAI.parse_whole(WHOLE.body, None) == Whole(24, 16, "usage", 24, "length")
 
 
 def test_simulator_speaks_the_recorded_reasoning_format():
@@ -94,4 +94,5 @@ def test_simulator_speaks_the_recorded_reasoning_format():
     assert t.reasoning_tokens(None) == t.out == 24 and t.t_answer is None
     msg, rec = json.loads(w_raw)["choices"][0]["message"], json.loads(WHOLE.body)["choices"][0]["message"]
     assert msg["content"] is rec["content"] is None and msg["reasoning"] and rec["reasoning"]
-    assert OPENAI.parse_whole(w_raw, None) == Whole(24, json.loads(w_raw)["usage"]["prompt_tokens"], "usage", 24)
+    assert OPENAI.parse_whole(w_raw, None) == Whole(24, json.loads(w_raw)["usage"]["prompt_tokens"], "usage", 24,
+                                                    "length")

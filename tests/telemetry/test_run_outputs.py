@@ -107,6 +107,10 @@ def test_jsonl_has_one_line_per_request_and_reconciles_with_the_summary(budget_r
     assert sum(r["output_tokens"] for r in lines) == s["tokens"]["output"]
     assert sum(r["prompt_tokens"] for r in lines) == s["tokens"]["prompt"]
     assert all(r["ok"] and r["stage"] == "main" and r["user_class"] == "StreamingChatUser" for r in lines)
+    # why each stopped, as the stream said: the length limit (8) or an end-of-sequence before it
+    reasons = {r["finish_reason"] for r in lines}
+    assert reasons <= {"length", "stop"} and "length" in reasons, reasons
+    assert all(r["output_tokens"] == 8 for r in lines if r["finish_reason"] == "length")
     for key in ("ttft_ms", "e2e_ms", "tpot_ms"):
         values = np.array([r[key] for r in lines])
         for q, field in ((0.5, "p50"), (0.99, "p99")):

@@ -123,13 +123,15 @@ def test_end_of_stream_needs_done_and_a_finish_reason() -> None:
     tally = OPENAI.tally()
     tally.add([b'{"choices":[{"index":0,"text":"x","finish_reason":"length"}]}'], 1.0)
     assert OPENAI.stream_missing(tally) == ("[DONE]",)
+    assert tally.finish_reason == "length"
     tally.add([b"[DONE]"], 2.0)
     assert OPENAI.stream_missing(tally) == ()
 
 
 def test_whole_answer_takes_usage_else_counts_the_text() -> None:
-    usage = {"choices": [{"text": "a"}, {"text": "b"}], "usage": {"prompt_tokens": 9, "completion_tokens": 6}}
-    assert OPENAI.parse_whole(json.dumps(usage).encode(), None) == Whole(6, 9, "usage")
+    usage = {"choices": [{"text": "a", "finish_reason": "length"}, {"text": "b", "finish_reason": "stop"}],
+             "usage": {"prompt_tokens": 9, "completion_tokens": 6}}
+    assert OPENAI.parse_whole(json.dumps(usage).encode(), None) == Whole(6, 9, "usage", 0, "length")
     texts = {"choices": [{"text": "ab"}, {"message": {"content": "xyz"}}, {"text": None}]}
     assert OPENAI.parse_whole(json.dumps(texts).encode(), len) == Whole(5, None, "tokenizer")
     assert OPENAI.parse_whole(json.dumps(texts).encode(), None) == Whole(0, None, "tokenizer")

@@ -33,6 +33,8 @@ class Whole(NamedTuple):
     """``usage`` (the server's count) or ``tokenizer`` (counted on the client)."""
     reasoning_tokens: int = 0
     """Output tokens of the reasoning (0 without)."""
+    finish_reason: str | None = None
+    """Why generation stopped (``stop``, ``length``, ...; a batch: its first choice's); None: not said."""
 
 
 class Answer(ABC):
