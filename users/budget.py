@@ -8,7 +8,10 @@ Exactness across workers: at ``test_start`` the master splits N over the workers
 same socket, so a worker has it before its first user runs). A worker's user claims one unit before it sends and
 returns it when the request has finished (ok or failed); with none left it idles until the run ends. A worker whose
 claimed requests have all finished says so (``llm_budget_done``); when every worker has, the master ends the run. A
-worker that joins later has no quota and sends nothing. A local run holds all N itself.
+worker lost mid-run (Locust marks it missing when its heartbeats stop) will never say so: the master counts it out
+within a second, its unsent share stays unsent, and the run ends when the others are done (``stopped_by`` names the
+lost workers) rather than at ``-t``. A worker that joins later has no quota and sends nothing. A local run holds all
+N itself.
 
     budget = Budget(100, on_done=stop)
     if budget.claim():
@@ -21,7 +24,7 @@ import logging
 from collections.abc import Callable
 
 import gevent
-from locust.runners import MasterRunner, WorkerRunner
+from locust.runners import STATE_MISSING, MasterRunner, WorkerRunner
 
 log = logging.getLogger(__name__)
 
@@ -98,8 +101,12 @@ class BudgetPlugin:
     def __init__(self, environment) -> None:
         self.environment = environment
         self.pending: set[str] = set()
+        """Workers with a quota that have not said they are done (master)."""
+        self.lost: list[str] = []
+        """Workers counted out because Locust marked them missing (master)."""
         self.sent = 0
         self._watch: gevent.Greenlet | None = None
+        self._lost_watch: gevent.Greenlet | None = None
         environment.llm_budget = None
         environment.llm_stopped_by = None
 
@@ -130,19 +137,21 @@ class BudgetPlugin:
         if isinstance(runner, MasterRunner):
             if num:
                 workers = sorted(c.id for c in runner.clients.ready + runner.clients.running + runner.clients.spawning)
-                self.pending = set(workers)
+                self.pending, self.lost, self.sent = set(workers), [], 0
                 for wid, quota in zip(workers, split(num, len(workers)), strict=True):
                     runner.send_message(MSG_QUOTA, {"quota": quota}, client_id=wid)
                 log.info(f"--num-requests {num}: {', '.join(map(str, split(num, len(workers))))} per worker")
+                self._lost_watch = gevent.spawn(self._watch_lost)
         elif num:
             env.llm_budget = Budget(num, lambda n: self._all_done(n))
         if max_errors:
             self._watch = gevent.spawn(self._watch_errors, max_errors)
 
     def _on_test_stop(self, environment=None, **_kw) -> None:
-        if self._watch is not None:
-            self._watch.kill(block=False)
-            self._watch = None
+        for g in (self._watch, self._lost_watch):
+            if g is not None:
+                g.kill(block=False)
+        self._watch = self._lost_watch = None
         if isinstance(self.environment.runner, WorkerRunner):
             self.environment.llm_budget = None  # the next run's quota comes before its test_start
 
@@ -159,10 +168,27 @@ class BudgetPlugin:
         if not self.pending:
             self._all_done(self.sent)
 
+    def _watch_lost(self) -> None:
+        """Master: count out each worker with a quota that Locust marks missing; end the run when the rest are done."""
+        while self.pending:
+            gevent.sleep(1.0)
+            missing = {c.id for c in self.environment.runner.clients.all if c.state == STATE_MISSING} & self.pending
+            for wid in sorted(missing):
+                self.pending.discard(wid)
+                self.lost.append(wid)
+                log.warning(f"--num-requests: worker {wid} was lost; its unsent share stays unsent and the run ends "
+                            "when the other workers are done")  # fmt: skip
+            if missing and not self.pending:
+                self._all_done(self.sent)
+
     def _all_done(self, finished: int) -> None:
         num, _ = self._options(self.environment)
-        log.info(f"--num-requests {num}: all {finished} requests finished; ending the run")
-        stop_run(self.environment, {"reason": "num_requests", "requests": finished, "limit": num})
+        lost = f" (workers lost: {', '.join(self.lost)})" if self.lost else ""
+        log.info(f"--num-requests {num}: all {finished} requests finished{lost}; ending the run")
+        stopped_by = {"reason": "num_requests", "requests": finished, "limit": num}
+        if self.lost:
+            stopped_by["workers_lost"] = list(self.lost)
+        stop_run(self.environment, stopped_by)
 
     def _watch_errors(self, max_errors: int) -> None:
         while True:

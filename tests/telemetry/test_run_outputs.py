@@ -8,6 +8,8 @@ build) writes against the same simulator; ``--max-errors`` stops a failing run w
 from __future__ import annotations
 
 import json
+import signal
+import time
 
 import jsonschema
 import numpy as np
@@ -292,3 +294,38 @@ def test_dcgm_exporter_metrics_parse():
             'DCGM_FI_DEV_FB_FREE{gpu="0",UUID="GPU-1",modelName="NVIDIA H100 80GB HBM3"} 80000\n')  # fmt: skip
     assert parse_gpu_metrics(page) == {"0": {"name": "NVIDIA H100 80GB HBM3", "used": 1024 * 1024**2,
                                              "free": 80000 * 1024**2, "total": 81024 * 1024**2}}  # fmt: skip
+
+
+def test_num_requests_run_with_a_lost_worker_ends_when_the_survivor_is_done(sim, tmp_path):
+    """A worker killed under --num-requests never says it is done: the master counts it out once Locust marks it
+    missing, and the run ends when the survivor has sent its exact share, not at -t."""
+    mport = free_port()
+    out_path = tmp_path / "s.json"
+    master = Proc([LOCUST, "-f", "locustfile.py", "--headless", "--master", "--master-bind-host", "127.0.0.1",
+                   "--master-bind-port", str(mport), "--expect-workers", "2", "-u", "8", "-r", "8", "-t", "120s",
+                   "--host", sim, "--num-requests", "600", "--llm-summary-json", str(out_path), *LOAD,
+                   "StreamingChatUser"], name="master")  # fmt: skip
+    workers = [Proc([LOCUST, "-f", "locustfile.py", "--worker", "--master-host", "127.0.0.1", "--master-port",
+                     str(mport)], name=f"worker{i}") for i in range(2)]  # fmt: skip
+    start = time.monotonic()
+    try:
+        while "per worker" not in master.output() and time.monotonic() - start < 60:  # the quotas are out
+            time.sleep(0.2)
+        time.sleep(1.0)
+        workers[0].signal(signal.SIGKILL)
+        rc = master.wait(150)
+        wall = time.monotonic() - start
+        out = master.output()
+    finally:
+        master.stop()
+        for w in workers:
+            w.stop()
+    assert rc == 0, out[-3000:]
+    s = json.loads(out_path.read_text())
+    stopped = s["run"]["stopped_by"]
+    print(f"lost worker under --num-requests 600: ended after {wall:.1f} s (-t 120 s), stopped_by {stopped}")
+    assert stopped["reason"] == "num_requests" and stopped["limit"] == 600, stopped
+    assert stopped["workers_lost"] == s["workers_lost"] and len(stopped["workers_lost"]) == 1, (stopped, s)
+    assert stopped["requests"] == 300  # the survivor's share, exactly
+    assert "was lost; its unsent share stays unsent" in out
+    assert wall < 90, wall  # it did not wait for -t
