@@ -14,7 +14,7 @@ STAMP := $(VENV)/.installed-$(shell cat requirements.txt | sha1sum | cut -c1-12)
 export HF_HUB_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: install system-deps run test test-fast test-vllm test-long vllm-env lint bench soak clean
+.PHONY: install bytecode system-deps run test test-fast test-vllm test-long vllm-env lint bench soak clean
 
 install: $(STAMP)
 
@@ -25,6 +25,13 @@ $(STAMP): requirements.txt
 	@# the checkout on the venv's path: `import deepseek_locust` works in a locustfile anywhere (docs/architecture.md)
 	$(BIN)/python -c 'import os, sysconfig; open(os.path.join(sysconfig.get_paths()["purelib"], "deepseek_locust.pth"), "w").write(os.getcwd() + "\n")'
 	touch $@
+
+# The project's bytecode, compiled once per make: where PYTHONDONTWRITEBYTECODE=1 (as on this project's machines) Python
+# never caches it, and every locust, simulator and worker process of the suite would compile ~170 modules again
+# (0.68 -> 0.59 s to import the locustfile). Timestamp-checked: an edited file is recompiled, never stale.
+PACKAGES := locustfile.py deepseek_locust.py users workload telemetry shapes tokenizer_checks server webui bench scripts
+bytecode: install
+	$(BIN)/python -m compileall -q -j 0 $(PACKAGES) >/dev/null
 
 # Debian packages the integration tests use: a real Prometheus, Chromium + driver, docker-compose (config checks),
 # kubectl (kustomize renders of deploy/k8s).
@@ -40,20 +47,20 @@ system-deps:
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
 	fi
 
-run: install
+run: bytecode
 	@mkdir -p results
 	$(BIN)/python -m scripts.demo --users 16 --run-time 60 --out results
 
-test: install system-deps vllm-env
+test: bytecode system-deps vllm-env
 	REQUIRE_VLLM=1 REQUIRE_SYSTEM_TOOLS=1 $(BIN)/python -m pytest -q -p no:cacheprovider --durations=30 -m "not long" tests
 
-test-fast: install system-deps
+test-fast: bytecode system-deps
 	REQUIRE_SYSTEM_TOOLS=1 $(BIN)/python -m pytest -q -p no:cacheprovider -m "not vllm and not long" tests
 
-test-vllm: install vllm-env
+test-vllm: bytecode vllm-env
 	REQUIRE_VLLM=1 $(BIN)/python -m pytest -q -p no:cacheprovider -m "vllm and not long" tests
 
-test-long: install system-deps
+test-long: bytecode system-deps
 	REQUIRE_SYSTEM_TOOLS=1 $(BIN)/python -m pytest -q -p no:cacheprovider -m long tests
 
 # The real vLLM CPU engine in its own venv and the tiny DeepSeek-tokenizer model (both once).
@@ -63,7 +70,7 @@ vllm-env: install
 lint: install
 	$(BIN)/ruff check .
 
-bench: install
+bench: bytecode
 	$(BIN)/python -m bench.client_cost
 	$(BIN)/python -m bench.scaling
 	$(BIN)/python -m bench.sim_speed
@@ -72,7 +79,7 @@ bench: install
 
 # Master + 2 workers against the scripted server with faults for SOAK_MINUTES (default 30): RSS, fds, sockets and
 # greenlets of every process every 30 s; fails on growth or an unaccounted request (results/soak-<N>m.json).
-soak: install
+soak: bytecode
 	$(BIN)/python -m scripts.soak --minutes $${SOAK_MINUTES:-30}
 
 clean:

@@ -23,7 +23,7 @@ pytestmark = [pytest.mark.vllm, pytest.mark.slow]
 
 INPUT, OUTPUT, BATCH = 64, 32, 2
 LENGTHS = ["--input-len", f"fixed:{INPUT}", "--output-len", f"fixed:{OUTPUT}", "--seed", "3"]
-SECONDS = 10
+SECONDS = 15
 
 
 def engine_histograms(server: Server) -> dict[str, CumulativeHistogram]:
