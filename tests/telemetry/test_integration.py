@@ -266,7 +266,7 @@ def test_real_prometheus_scrapes_the_master_exporter(tmp_path):
         prom_base = f"http://127.0.0.1:{prom_port}"
         wait_http(f"{prom_base}/-/ready", proc=prom)
         master = Proc([LOCUST, "-f", LOCUSTFILE, "--headless", "--master", "--master-bind-host", "127.0.0.1",
-                       "--master-bind-port", str(mport), "--expect-workers", "1", "-u", "4", "-r", "4", "-t", "40s",
+                       "--master-bind-port", str(mport), "--expect-workers", "1", "-u", "4", "-r", "4", "-t", "30s",
                        "--host", host, "--prometheus-port", str(exp_port), "--server-metrics-interval", "1",
                        "--server-metrics-url", f"{sim_url}/metrics",
                        "--llm-summary-json", str(summary_path), *LOAD, "StreamingChatUser"], name="master",

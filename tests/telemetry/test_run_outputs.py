@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import signal
 import time
+from contextlib import contextmanager
 
 import jsonschema
 import numpy as np
@@ -43,25 +44,33 @@ def sim():
         yield host
 
 
-@pytest.fixture(scope="module")
-def budget_run(sim, tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("budget")
+@contextmanager
+def _master_and_two_workers(sim: str, *args: str):
+    """A headless master (8 users, -t 120 s) with ``args`` and two workers; all stopped on the way out."""
     mport = free_port()
-    paths = {k: tmp / n for k, n in (("summary", "s.json"), ("jsonl", "r.jsonl"), ("bench", "vb.json"))}
     master = Proc([LOCUST, "-f", "locustfile.py", "--headless", "--master", "--master-bind-host", "127.0.0.1",
                    "--master-bind-port", str(mport), "--expect-workers", "2", "-u", "8", "-r", "8", "-t", "120s",
-                   "--host", sim, "--num-requests", "300", "--api-key", "sekrit-value", "--seed", "7",
-                   "--llm-summary-json", str(paths["summary"]), "--llm-requests-jsonl", str(paths["jsonl"]),
-                   "--vllm-bench-json", str(paths["bench"]), *LOAD, "StreamingChatUser"], name="master")  # fmt: skip
+                   "--host", sim, *args, *LOAD, "StreamingChatUser"], name="master")  # fmt: skip
     workers = [Proc([LOCUST, "-f", "locustfile.py", "--worker", "--master-host", "127.0.0.1", "--master-port",
                      str(mport)], name=f"worker{i}") for i in range(2)]  # fmt: skip
     try:
-        rc = master.wait(150)
-        out = master.output()
+        yield master, workers
     finally:
         master.stop()
         for w in workers:
             w.stop()
+
+
+@pytest.fixture(scope="module")
+def budget_run(sim, tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("budget")
+    paths = {k: tmp / n for k, n in (("summary", "s.json"), ("jsonl", "r.jsonl"), ("bench", "vb.json"))}
+    args = ["--num-requests", "300", "--api-key", "sekrit-value", "--seed", "7", "--llm-summary-json",
+            str(paths["summary"]), "--llm-requests-jsonl", str(paths["jsonl"]), "--vllm-bench-json",
+            str(paths["bench"])]
+    with _master_and_two_workers(sim, *args) as (master, _workers):
+        rc = master.wait(150)
+        out = master.output()
     assert rc == 0, out[-3000:]
     return {"out": out, "summary": json.loads(paths["summary"].read_text()),
             "lines": read_records(paths["jsonl"]), "bench": json.loads(paths["bench"].read_text())}  # fmt: skip
@@ -299,16 +308,10 @@ def test_dcgm_exporter_metrics_parse():
 def test_num_requests_run_with_a_lost_worker_ends_when_the_survivor_is_done(sim, tmp_path):
     """A worker killed under --num-requests never says it is done: the master counts it out once Locust marks it
     missing, and the run ends when the survivor has sent its exact share, not at -t."""
-    mport = free_port()
     out_path = tmp_path / "s.json"
-    master = Proc([LOCUST, "-f", "locustfile.py", "--headless", "--master", "--master-bind-host", "127.0.0.1",
-                   "--master-bind-port", str(mport), "--expect-workers", "2", "-u", "8", "-r", "8", "-t", "120s",
-                   "--host", sim, "--num-requests", "600", "--llm-summary-json", str(out_path), *LOAD,
-                   "StreamingChatUser"], name="master")  # fmt: skip
-    workers = [Proc([LOCUST, "-f", "locustfile.py", "--worker", "--master-host", "127.0.0.1", "--master-port",
-                     str(mport)], name=f"worker{i}") for i in range(2)]  # fmt: skip
-    start = time.monotonic()
-    try:
+    args = ["--num-requests", "600", "--llm-summary-json", str(out_path)]
+    with _master_and_two_workers(sim, *args) as (master, workers):
+        start = time.monotonic()
         while "per worker" not in master.output() and time.monotonic() - start < 60:  # the quotas are out
             time.sleep(0.2)
         time.sleep(1.0)
@@ -316,10 +319,6 @@ def test_num_requests_run_with_a_lost_worker_ends_when_the_survivor_is_done(sim,
         rc = master.wait(150)
         wall = time.monotonic() - start
         out = master.output()
-    finally:
-        master.stop()
-        for w in workers:
-            w.stop()
     assert rc == 0, out[-3000:]
     s = json.loads(out_path.read_text())
     stopped = s["run"]["stopped_by"]
