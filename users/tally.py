@@ -41,9 +41,8 @@ _TEXT_FIELDS = ("content", "reasoning_content", "reasoning")
 
 
 class StreamTally:
-    __slots__ = ("prompt", "out", "times", "ks", "done", "finished", "finish_reason", "ct", "continuous",
-                 "prompt_tokens", "texts", "t_reason", "t_answer", "reasoning", "pending", "split",
-                 "think")  # fmt: skip
+    __slots__ = ("prompt", "out", "times", "ks", "done", "finish_reason", "ct", "continuous", "prompt_tokens",
+                 "texts", "t_reason", "t_answer", "reasoning", "pending", "split", "think")  # fmt: skip
 
     def __init__(self, prompt_tokens_client: int = 0) -> None:
         self.prompt = prompt_tokens_client
@@ -54,8 +53,6 @@ class StreamTally:
         self.ks: list[int] = []
         self.done = False
         """``data: [DONE]`` seen."""
-        self.finished = False
-        """A ``finish_reason`` seen."""
         self.finish_reason: str | None = None
         """The last ``finish_reason`` seen (``stop``, ``length``, ...)."""
         self.ct: int | None = None
@@ -104,7 +101,6 @@ class StreamTally:
             else:
                 continue
             if (reason := c0.get("finish_reason")) is not None:
-                self.finished = True
                 self.finish_reason = reason
             if k > 0:
                 self.times.append(t)
@@ -146,6 +142,11 @@ class StreamTally:
             self.reasoning += k
         else:
             self.pending += k
+
+    @property
+    def finished(self) -> bool:
+        """A ``finish_reason`` seen."""
+        return self.finish_reason is not None
 
     def reasoning_tokens(self, count_text: Callable[[str], int] | None) -> int:
         """Reasoning tokens of the stream: the split chunk's reasoning share is its k minus the answer text's

@@ -45,9 +45,8 @@ class OpenAIAnswer(Answer):
         if output is None:
             output = sum(count_text(r) + count_text(a) for r, a in parts) if count_text else 0
             source = "tokenizer"
-        reason = choices[0].get("finish_reason") if isinstance(choices[0], dict) else None
         return Whole(output, usage.get("prompt_tokens"), source, _reasoning_tokens(parts, output, count_text),
-                     reason if isinstance(reason, str) else None)
+                     choices[0].get("finish_reason"))
 
 
 def _sides(choice: dict) -> tuple[str, str]:
