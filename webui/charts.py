@@ -25,12 +25,13 @@ from collections.abc import Callable, Mapping
 from html import escape
 
 from flask import Blueprint, Response, request
-from locust.runners import MasterRunner
+from locust.runners import STATE_RUNNING, STATE_SPAWNING, MasterRunner
 
 from telemetry.report.fmt import num
 from telemetry.report.render import CSS
 from telemetry.report.sections import load_charts
 from telemetry.report.timeline import latency_timeline, server_chart, throughput_timeline
+from telemetry.slo import verdict_line
 from webui.table import detector_text
 
 log = logging.getLogger(__name__)
@@ -57,6 +58,7 @@ FIGURES: tuple[tuple[str, Callable[[Mapping], str | list[str]]], ...] = (
 )
 """Chart id -> the report's drawing function (one SVG, or a list of them; "" / [] = nothing to draw yet)."""
 
+ACTIVE = (STATE_SPAWNING, STATE_RUNNING)
 PHASES = {"enter": "starting", "settle": "waiting for the users", "warmup": "warm-up", "hold": "measuring"}
 
 PAGE = """<!DOCTYPE html>
@@ -158,8 +160,18 @@ def stage_view(progress: Mapping | None, live: Mapping, summary: Mapping, users:
         "requests": sum(int(s.get("requests") or 0) for s in stages),
         "versions": live.get("versions") or {},
         "route_fallback": live.get("route_fallback"),
+        "slo": summary.get("slo") if isinstance(summary.get("slo"), Mapping) else None,
     }
     return out
+
+
+def slo_card(slo: Mapping | None, running: bool) -> str:
+    """The SLO verdict (the summary's ``slo``: the same checks as the end-of-run gate), "so far" while running."""
+    line = verdict_line(slo) if slo else None
+    if line is None:
+        return _card("SLO", "none", "no objective set (--slo-preset, --slo-*)")
+    verdict, _, checks = line.partition(": ")
+    return _card("SLO", verdict.removeprefix("SLO ") + (" so far" if running else ""), checks)
 
 
 def stage_html(v: Mapping) -> str:
@@ -183,6 +195,7 @@ def stage_html(v: Mapping) -> str:
         cards.append(_card("saturation", f"knee at {sat['stage']}", str(sat.get("reason") or "")))
     else:
         cards.append(_card("saturation", "no knee yet", str(sat.get("reason") or "no verdict yet")))
+    cards.append(slo_card(v.get("slo"), v.get("state") in ACTIVE))
     det = v.get("detectors")
     cards.append(_card("live detectors", detector_text(det) if det else "–",
                        "" if det else "no detector state yet (telemetry/detectors.py)"))

@@ -144,3 +144,36 @@ def test_windows_still_filling_are_not_drawn_while_the_run_goes():
     assert [w["end_s"] for w in live["client"]] == [float(e) for e in range(1, int(10 - SETTLE_S) + 1)]
     assert live["server"] == [{"t": 9.5}] and s["timeseries"]["client"] == windows  # a copy; the scrapes stay
     assert settled(s, final=True) is s  # after the run: every window
+
+
+def test_a_web_run_shows_its_slo_verdict_in_the_stage_view_and_the_log(monkeypatch, caplog):
+    environment, role = _env(monkeypatch, slo_ttft_p99_ms=50.0, slo_itl_p95_ms=500.0)
+    try:
+        role.on_test_start()
+        for i in range(5):
+            fire(environment, make_result(ttft=0.1 + 0.01 * i))  # TTFT p99 ~140 ms > 50
+        with caplog.at_level("INFO"):
+            role.on_test_stop()
+        assert any(r.levelname == "ERROR" and r.getMessage().startswith("SLO FAILED: ttft_p99_ms 1")
+                   and "itl_p95_ms" in r.getMessage() for r in caplog.records)  # fmt: skip
+        html = environment.web_ui.app.test_client().get("/llm/charts/data").get_json()["status_html"]
+        card = re.search(r'data-key="SLO">.*?class="v">([^<]*)</div><div class="s">([^<]*)<', html)
+        assert card is not None and card.group(1) == "FAILED" and "ttft_p99_ms" in card.group(2)
+    finally:
+        role.close()
+        environment.runner.quit()
+
+
+def test_no_slo_says_so_and_logs_nothing(monkeypatch, caplog):
+    environment, role = _env(monkeypatch, slo_preset="none")
+    try:
+        role.on_test_start()
+        fire(environment, make_result(ttft=0.1))
+        with caplog.at_level("INFO"):
+            role.on_test_stop()
+        html = environment.web_ui.app.test_client().get("/llm/charts/data").get_json()["status_html"]
+        assert re.search(r'data-key="SLO">.*?class="v">none<', html)
+        assert not any(r.getMessage().startswith("SLO ") for r in caplog.records)
+    finally:
+        role.close()
+        environment.runner.quit()
