@@ -35,6 +35,7 @@ from werkzeug.datastructures import ImmutableMultiDict
 from webui.charts import install as install_charts
 from webui.client_load import install as install_client_load
 from webui.downloads import install as install_downloads
+from webui.form_layout import install as install_form_layout
 from webui.metrics import install as install_metrics
 from webui.report import install as install_report
 from webui.secrets import install as install_secrets
@@ -155,7 +156,7 @@ def install(environment) -> None:
     In this order: the secrets' masking (webui/secrets.py), the start form's ``--shape`` check (it must read the
     form before empty fields are dropped), ``/llm/metrics``, ``/llm/report``, the LLM tab (``/llm/live``,
     ``/llm/live.csv``, the stats rows), the live charts and stage view (``/llm/charts``: webui/charts.py), the
-    downloads (webui/downloads.py).
+    downloads (webui/downloads.py), the start form's groups and labels (webui/form_layout.py).
     """
     web_ui = getattr(environment, "web_ui", None)
     if web_ui is None:
@@ -168,3 +169,4 @@ def install(environment) -> None:
     LLMTab(environment).register(web_ui)
     install_charts(environment)
     install_downloads(environment)
+    install_form_layout(environment)
