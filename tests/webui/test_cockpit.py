@@ -177,3 +177,43 @@ def test_no_slo_says_so_and_logs_nothing(monkeypatch, caplog):
     finally:
         role.close()
         environment.runner.quit()
+
+
+def test_over_time_charts_show_12_s_into_a_run_with_the_default_windows(monkeypatch):
+    import time
+
+    from webui.charts import live_window
+
+    assert live_window(10.0, 10.0) == 2.0 and live_window(60.0, 10.0) == 10.0 and live_window(3.0, 1.0) == 1.0
+    environment, role = _env(monkeypatch)  # --attribution-window 10 (the default)
+    try:
+        role.on_test_start()
+        hub = environment.llm_telemetry
+        hub.merger.t0_wall = time.time() - 12.0  # 12 s into the run
+        now = time.perf_counter()
+        for i in range(24):
+            fire(environment, make_result(ttft=0.1, end=now - 11.8 + 0.5 * i))
+        role.pump_local()
+        assert hub.summary()["timeseries"]["window_s"] == 10.0  # the summary keeps the run's windows
+        figures = {f["id"]: f["svg"] for f in ChartsPage(environment).data()["figures"]}
+        assert {"latency", "throughput"} <= set(figures), sorted(figures)
+        assert "Throughput per 2 s window" in figures["throughput"]
+    finally:
+        role.close()
+        environment.runner.quit()
+
+
+def test_a_finished_sweep_shows_its_stages_and_the_batching_verdict():
+    from webui.charts import stage_html, stage_view
+
+    summary = {"stages": [{"name": "warmup users=1", "warmup": True}, {"name": "users=1"}, {"name": "users=2"}],
+               "attribution": {"batching_failure": {"verdict": False, "baseline": {"batch_size_median": 1.0}}}}
+    live = {"stages": [{"stage": "users=2", "requests": 40}],
+            "detectors": {"batching": {"judged": False}, "slo": []}}  # fmt: skip
+    html = stage_html(stage_view(None, live, summary, 0, "stopped", sweep=True))
+    assert "sweep stopped" in html and "2 stage(s) measured: users=1, users=2" in html and "no sweep shape" not in html
+    assert ">batching ok<" in html and "last live check: batching pending" in html
+    running = stage_html(stage_view(None, live, summary, 2, "running", sweep=False))
+    assert "no sweep shape" in running and "batching pending" in running and "batching ok" not in running
+    summary["attribution"]["batching_failure"] = {"verdict": True, "failed_at_s": 42.0, "baseline": {}}
+    assert ">batching FAILED from 42 s<" in stage_html(stage_view(None, live, summary, 0, "stopped", sweep=True))
