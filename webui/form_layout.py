@@ -6,7 +6,8 @@ label; ``/llm/form.js`` (loaded into Locust's page like the LLM tab's script) or
 per group (CSS ``order`` in the section's flex column: React's own nodes stay where React put them), replaces each
 title with the label (the help text follows under the field) and, in the shape group, shows only the fields the
 chosen ``--shape`` reads (``shapes.registry.SHAPES[...].fields``). An option missing from the table (a user's
-locustfile adds one) keeps Locust's title and goes under "Other".
+locustfile adds one) keeps Locust's title and goes under "Other". The page posts an option with a digit in its name
+under a mangled key (:func:`posted_key`); a hook puts it back before /swarm reads the form.
 
     layout()             # [{"name": "inputLen", "group": "workload", "label": "Input length", ...}, ...]
 """
@@ -14,8 +15,10 @@ locustfile adds one) keeps Locust's title and goes under "Other".
 from __future__ import annotations
 
 import json
+import re
 
 from flask import Blueprint, Response, request
+from werkzeug.datastructures import ImmutableMultiDict
 
 from shapes.registry import NONE, SHAPES
 
@@ -93,6 +96,22 @@ def camel(dest: str) -> str:
     ``sloTtftP99Ms``."""
     head, *rest = dest.split("_")
     return head + "".join(p[:1].upper() + p[1:] for p in rest)
+
+
+def posted_key(dest: str) -> str:
+    """The key Locust's page posts an option's field under: its camelCase name snake-cased again by the page's own
+    rule, which splits digits from letters and from each other: ``slo_ttft_p99_ms`` -> ``slo_ttft_p9_9ms``, a key
+    /swarm does not know, so the value was silently dropped (every option with a digit: the p99/p95 SLOs,
+    --batching-p99-rise)."""
+    return re.sub(r"([a-z0-9])([A-Z0-9])", r"\1_\2", camel(dest)).lower()
+
+
+def restore_posted_keys(form, dests) -> ImmutableMultiDict | None:
+    """``form`` with each key :func:`posted_key` mangled put back to its option's dest; None when none was."""
+    back = {posted_key(d): d for d in dests if posted_key(d) != d}
+    if not any(k in back for k in form.keys()):
+        return None
+    return ImmutableMultiDict([(back.get(k, k), v) for k, v in form.items(multi=True)])
 
 
 def layout() -> list[dict]:
@@ -209,10 +228,19 @@ def _add_script(response: Response) -> Response:
 
 
 def install(environment) -> None:
-    """``/llm/form.js`` and its tag in Locust's page, on this process's web UI (none: nothing)."""
+    """``/llm/form.js`` and its tag in Locust's page, and the start form's option names put right before any other
+    hook reads the form (call it first), on this process's web UI (none: nothing)."""
     web_ui = getattr(environment, "web_ui", None)
     if web_ui is None:
         return
+
+    def restore_option_names() -> None:
+        if request.method == "POST" and request.path.rstrip("/").endswith("/swarm") and environment.parsed_options:
+            fixed = restore_posted_keys(request.form, vars(environment.parsed_options))
+            if fixed is not None:
+                request.form = fixed
+
+    web_ui.app.before_request(restore_option_names)
     bp = Blueprint("llm_form", __name__)
     body = script()
     bp.add_url_rule(ROUTE, "script", lambda: Response(body, mimetype="text/javascript"))

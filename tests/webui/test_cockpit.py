@@ -217,3 +217,32 @@ def test_a_finished_sweep_shows_its_stages_and_the_batching_verdict():
     assert "no sweep shape" in running and "batching pending" in running and "batching ok" not in running
     summary["attribution"]["batching_failure"] = {"verdict": True, "failed_at_s": 42.0, "baseline": {}}
     assert ">batching FAILED from 42 s<" in stage_html(stage_view(None, live, summary, 0, "stopped", sweep=True))
+
+
+def test_an_accepted_start_is_spawning_not_ready_while_test_start_runs(monkeypatch):
+    """Locust's page, polling the stats while the test_start listeners run (model, tokenizer: ~2 s with the runner
+    still "ready"), took the run for not started and showed the start form for the whole run."""
+    from flask import jsonify
+
+    from webui.plugin import LLMTab
+
+    environment, role = _env(monkeypatch)
+    try:
+        tab = LLMTab(environment)
+        app = environment.web_ui.app
+
+        def stats(state: str) -> str:
+            with app.test_request_context("/stats/requests"):
+                return tab._add_rows(jsonify({"state": state, "extended_stats": []})).get_json()["state"]
+
+        assert stats("ready") == "ready"  # nothing started
+        with app.test_request_context("/swarm", method="POST"):
+            tab._add_rows(jsonify({"success": True, "message": "Swarming started"}))
+        assert stats("ready") == "spawning" and stats("ready") == "spawning"
+        assert stats("running") == "running" and stats("ready") == "ready"  # once it moved on, "ready" is true again
+        with app.test_request_context("/swarm", method="POST"):
+            tab._add_rows(jsonify({"success": False, "message": "--input-len: ..."}))
+        assert stats("ready") == "ready"  # a refused start
+    finally:
+        role.close()
+        environment.runner.quit()
