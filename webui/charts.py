@@ -276,7 +276,8 @@ class ChartsPage:
                           getattr(runner, "state", None), sweep=callable(getattr(shape, "progress", None)))  # fmt: skip
         figures = []
         lag = SETTLE_MASTER_S if isinstance(runner, MasterRunner) else SETTLE_S
-        drawing = settled(self.with_live_windows(summary, final is not None, lag), final is not None, lag)
+        over = final is not None or getattr(runner, "state", None) not in ACTIVE  # a web run stopped: no final yet
+        drawing = settled(self.with_live_windows(summary, over, lag), over, lag)
         for fid, draw in FIGURES:
             drawn = draw(drawing)
             for i, svg in enumerate([drawn] if isinstance(drawn, str) else drawn):

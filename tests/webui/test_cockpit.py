@@ -195,10 +195,15 @@ def test_over_time_charts_show_12_s_into_a_run_with_the_default_windows(monkeypa
             fire(environment, make_result(ttft=0.1, end=now - 11.8 + 0.5 * i))
         role.pump_local()
         assert hub.summary()["timeseries"]["window_s"] == 10.0  # the summary keeps the run's windows
+        environment.runner.state = "running"  # while it runs, the last 2 s (SETTLE_S) are not drawn
         figures = {f["id"]: f["svg"] for f in ChartsPage(environment).data()["figures"]}
         assert {"latency", "throughput"} <= set(figures), sorted(figures)
         assert "Throughput per 2 s window" in figures["throughput"]
+        environment.runner.state = "stopped"  # a web run that stopped has no final summary: every window is drawn
+        after = {f["id"]: f["svg"] for f in ChartsPage(environment).data()["figures"]}
+        assert after["throughput"].count("<circle") > figures["throughput"].count("<circle") > 0
     finally:
+        environment.runner.state = "ready"
         role.close()
         environment.runner.quit()
 
