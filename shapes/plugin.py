@@ -19,6 +19,7 @@ from shapes.plan import PlanError
 from shapes.propagation import StagePropagation
 from shapes.registry import NONE, SHAPES, implied_shapes
 from shapes.saturation import section as saturation_section
+from shapes.search import SloSearchShape
 from shapes.stage import StageBoard
 from shapes.sweep import SweepShape
 
@@ -66,7 +67,13 @@ class _Sections:
             return
         hub.hooks.add_section("saturation", saturation_section)
         hub.hooks.add_section("open_loop", self.tally.section)
+        hub.hooks.add_section("capacity", self.capacity)
         self.done = True
+
+    def capacity(self, view, _summary: dict) -> dict | None:
+        """The ``capacity`` section: the capacity search's record, None when the run is not one."""
+        shape = self.environment.shape_class
+        return shape.capacity(view.options) if isinstance(shape, SloSearchShape) else None
 
 
 def install(environment) -> None:
