@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import jsonschema
 import pytest
 
 from tests.support import LOCUST, PY, ROOT, Proc, free_port, wait_http
@@ -87,6 +88,7 @@ def test_users_search_finds_the_simulators_seat_count_and_prices_it(capped_sim, 
     cap = summary["capacity"]
     _show("local", cap)
     assert rc == 0, log[-3000:]
+    jsonschema.Draft202012Validator(json.loads((ROOT / "docs" / "summary.schema.json").read_text())).validate(summary)
     _check_found(cap, 7)
     # the cost by hand from the summary's own figures: 2 GPUs x 2.5 $/h over one hour's output tokens
     tok_s = cap["output_per_s"]
