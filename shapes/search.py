@@ -67,7 +67,7 @@ class Judge(Protocol):
     def __call__(self, stage: str, until_wall: float | None) -> dict:
         """The stage's verdict so far: ``{"complete": bool (every process reported past until_wall), "passed",
         "checks": [{"name", "threshold", "value", "passed"}], "requests", "errors", "goodput_rps",
-        "output_per_s", "span_s"}``."""
+        "output_per_s", "span_s", "e2e_p99_s"}``."""
         ...
 
 
@@ -214,6 +214,9 @@ class _Probe:
     phase: str = "enter"  # enter -> settle -> warmup -> hold -> judge
     end_wall: float | None = None
     early: dict | None = None
+    count: int = -1
+    """The stage's request count at the last judge call, and since when (the judge phase waits for it to settle)."""
+    count_since: float = 0.0
 
 
 class SloSearchShape(SweepShape):
@@ -311,12 +314,26 @@ class SloSearchShape(SweepShape):
                                      rate=step.stage.rate, warmup=True))  # fmt: skip
                 p.phase, p.since, p.end_wall = "judge", now, time.time()
             verdict = self.board.judge(step.stage.name, (p.end_wall or time.time()) + JUDGE_GRACE_S)
-            if not verdict.get("complete") and now - p.since < JUDGE_WAIT_S:
+            if not self._judged(p, verdict, now) and now - p.since < max(JUDGE_WAIT_S, step.duration):
                 return step.users, step.spawn_rate
             self._decide(p, verdict)
             if not self._next():
                 break
         return self._done()
+
+    @staticmethod
+    def _judged(p: _Probe, verdict: dict, now: float) -> bool:
+        """The probe's data is in: every process reported past its end (plus the grace), it has requests, and their
+        count has not grown for the stage's E2E p99 (a request sent before the end is counted when it finishes; at a
+        breaching load those stragglers are the slowest ones, so judging without them would favour a pass)."""
+        n = verdict.get("requests") or 0
+        if n != p.count:
+            p.count, p.count_since = n, now
+        settle = max(JUDGE_GRACE_S, verdict.get("e2e_p99_s") or 0.0)
+        rate = p.step.stage.rate
+        if rate:  # open loop: a user stamps its request with the stage before it waits for its slot in the pacer,
+            settle += p.step.users / rate  # so requests of this stage may still start up to pool / rate s later
+        return bool(verdict.get("complete")) and n > 0 and now - p.count_since >= settle
 
     def _breaches(self, p: _Probe, held: float) -> bool:
         """True once the probe clearly breaches (an objective past EARLY_BREACH_FACTOR x its threshold over enough

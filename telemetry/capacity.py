@@ -45,6 +45,7 @@ class StageJudge:
         sketches = {k: Recorder.merged_sketch(cells, k) for k in cells[0].sketches} if cells else {}
         checks = slos.evaluate(sketches, (total - ok) / total if total else 0.0) if cells else []
         out_tokens = sum(c.output_tokens for c in cells)
+        e2e = sketches["e2e"].quantile(0.99) if "e2e" in sketches else None
         return {
             "complete": complete,
             "passed": bool(total) and all(c["passed"] for c in checks),
@@ -54,4 +55,5 @@ class StageJudge:
             "goodput_rps": sum(c.good for c in cells) / span_s if span_s > 0 else None,
             "output_per_s": out_tokens / span_s if span_s > 0 else None,
             "span_s": span_s,
+            "e2e_p99_s": e2e,
         }

@@ -70,6 +70,13 @@ def _show(title: str, cap: dict) -> None:
               f" out={p['output_per_s'] or 0:6.1f} tok/s early={p['early_stop']}")
 
 
+def _judged_all(summary: dict) -> None:
+    """Each probe was judged on all of its requests (the final stage rows count the same)."""
+    rows = {s["name"]: s["requests"] for s in summary["stages"]}
+    assert [(p["stage"], p["requests"]) for p in summary["capacity"]["probes"]] == [
+        (p["stage"], rows[p["stage"]]) for p in summary["capacity"]["probes"]]
+
+
 def _check_found(cap: dict, max_probes: int) -> None:
     assert cap["status"] == "found" and cap["confirmed"], cap["statement"]
     assert MAX_SEQS - 1 <= cap["users"] <= MAX_SEQS, cap["statement"]  # within one search step (precision 1)
@@ -90,6 +97,7 @@ def test_users_search_finds_the_simulators_seat_count_and_prices_it(capped_sim, 
     assert rc == 0, log[-3000:]
     jsonschema.Draft202012Validator(json.loads((ROOT / "docs" / "summary.schema.json").read_text())).validate(summary)
     _check_found(cap, 7)
+    _judged_all(summary)
     # the cost by hand from the summary's own figures: 2 GPUs x 2.5 $/h over one hour's output tokens
     tok_s = cap["output_per_s"]
     assert cap["output_per_s_per_gpu"] == pytest.approx(tok_s / 2)
@@ -124,3 +132,23 @@ def test_the_largest_allowed_load_still_meets_it_says_so(capped_sim, tmp_path):
     assert cap["status"] == "max_allowed" and cap["users"] == 2
     assert "the largest allowed load, users=2, still meets every SLO" in cap["statement"]
     assert [p["load"] for p in cap["probes"]] == [1, 2, 2]
+
+
+def test_rate_search_with_poisson_arrivals_stays_under_the_seat_bound(capped_sim, tmp_path):
+    """Open loop: MAX_SEQS seats each busy one E2E per request bound the rate at MAX_SEQS / E2E; Poisson bursts
+    queue requests below it, so the capacity under a TTFT SLO lies under that bound, and a rate at most
+    --search-precision above it breaches."""
+    rc, summary, log = _locust(tmp_path, capped_sim, ["--shape", "slo-search", "--search-rate", "1:16",
+                                                      "--search-precision", "0.25", "--search-max-probes", "8",
+                                                      "--arrival", "poisson", "--max-concurrency", "6",
+                                                      "--stage-duration", "5", "--stage-warmup", "2"])  # fmt: skip
+    cap = summary["capacity"]
+    _show("rate, poisson", cap)
+    assert rc == 0, log[-3000:]
+    assert cap["status"] == "found" and cap["axis"] == "rate" and cap["users"] is None, cap["statement"]
+    assert cap["probes_used"] <= 8
+    unqueued_e2e_s = next(s for s in summary["stages"] if s["name"] == cap["probes"][0]["stage"])["e2e_ms"]["p50"] / 1e3
+    assert 1 <= cap["rate"] < MAX_SEQS / unqueued_e2e_s
+    above = min(p["load"] for p in cap["probes"] if not p["passed"] and p["load"] > cap["rate"])
+    assert above / cap["rate"] - 1 <= 0.25
+    _judged_all(summary)
