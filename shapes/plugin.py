@@ -65,10 +65,16 @@ class _Sections:
         hub = getattr(self.environment, "llm_telemetry", None)
         if self.done or hub is None:
             return
-        hub.hooks.add_section("saturation", saturation_section)
+        hub.hooks.add_section("saturation", self.saturation)
         hub.hooks.add_section("open_loop", self.tally.section)
         hub.hooks.add_section("capacity", self.capacity)
         self.done = True
+
+    def saturation(self, view, summary: dict) -> dict:
+        """The saturation verdict over the stages, and ``stopped_sweep`` when --llm-stop-on saturation ended it."""
+        shape = self.environment.shape_class
+        stop = shape.saturation_stop if isinstance(shape, SweepShape) else None
+        return saturation_section(view, summary) | ({"stopped_sweep": stop} if stop else {})
 
     def capacity(self, view, _summary: dict) -> dict | None:
         """The ``capacity`` section: the capacity search's record, None when the run is not one."""

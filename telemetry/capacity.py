@@ -46,6 +46,7 @@ class StageJudge:
         checks = slos.evaluate(sketches, (total - ok) / total if total else 0.0) if cells else []
         out_tokens = sum(c.output_tokens for c in cells)
         e2e = sketches["e2e"].quantile(0.99) if "e2e" in sketches else None
+        ttft = sketches["ttft"].quantile(0.99) if "ttft" in sketches else None
         return {
             "complete": complete,
             "passed": bool(total) and all(c["passed"] for c in checks),
@@ -56,4 +57,5 @@ class StageJudge:
             "output_per_s": out_tokens / span_s if span_s > 0 else None,
             "span_s": span_s,
             "e2e_p99_s": e2e,
+            "ttft_p99_ms": None if ttft is None else ttft * 1000.0,
         }
