@@ -9,10 +9,11 @@ The process's role is chosen once, from its runner, when it installs:
 - :class:`LocalRole` records its own users and pumps its recorder into the same merge every second.
 
 Master and local run share :class:`SummarizingRole`: the Prometheus exporter, the server scraper, the
-model label and, at quit, the sinks: SLO gate, console table, summary JSON, CSV, then the ``on_summary``
-sinks. Each role registers only the handlers that mean something for it.
+model label and, at quit, the final summary handed to the ``on_summary`` sinks (run/hooks.py): first this
+package's outputs (telemetry/outputs.py: SLO gate, console table, summary JSON, CSV, vLLM-bench JSON), then the
+other packages'. Each role registers only the handlers that mean something for it.
 
-    role = install(environment)       # environment.llm_telemetry is role.hub
+    role = install(environment)       # environment.llm.telemetry is role.hub
     role.close()                      # detach (tests)
 """
 
@@ -26,22 +27,20 @@ import urllib.request
 import gevent
 from locust.runners import MasterRunner, WorkerRunner
 
+from run.context import attach
 from telemetry.detectors import LiveDetectors
 from telemetry.distributed import WorkerWatch, drain_final_reports
 from telemetry.exporter import Exporter
 from telemetry.fallback import RouteFallback, fallback_section
-from telemetry.hooks import deliver_to
 from telemetry.hub import TelemetryHub
 from telemetry.options import LLM_PROGRESS_INTERVAL_DEFAULT, PROMETHEUS_HOST_DEFAULT, SERVER_METRICS_INTERVAL_DEFAULT
+from telemetry.outputs import RunOutputs
 from telemetry.progress import progress_line
 from telemetry.requestlog import REPORT_KEY as REQUESTS_KEY
-from telemetry.requestlog import RequestLog, read_records, record_of, request_log_for, wants_request_log
+from telemetry.requestlog import RequestLog, record_of, request_log_for, wants_request_log
 from telemetry.runrecord import RunRecorder, fetch_block_size
 from telemetry.scraper import ServerScraper, metrics_url
-from telemetry.sinks import console_table, write_csv, write_json
-from telemetry.slo import EXIT_CODE, failure_lines
 from telemetry.versions import versions_section
-from telemetry.vllmbench import write_vllm_bench
 from users.options import route_fallback_from, route_table_from
 from users.plugin import apply_fallback
 from workload.routing import ROUTE_FALLBACK_MESSAGE, ROUTE_FALLBACK_OPTION
@@ -138,10 +137,11 @@ class _RunsUsers(Role):
         self._kv = _Loop(self.sample_kv_fill, 1.0)
 
     def sample_kv_fill(self) -> None:
-        inflight = getattr(self.environment, "llm_inflight", None)
+        ctx = self.environment.llm
+        inflight = ctx.inflight
         if inflight is None:
             return
-        board = getattr(self.environment, "llm_stage_board", None)
+        board = ctx.stage_board
         self.merger.recorder.record_kv_fill(board.current.name if board else "main", inflight.snapshot())
 
     def read_block_size(self) -> None:
@@ -160,7 +160,8 @@ class _RunsUsers(Role):
     def take(self) -> dict:
         """The recorder's state plus the model this process's users send (resolved from /v1/models or --model)."""
         state = self.merger.recorder.take()
-        model = getattr(getattr(self.environment, "llm_users", None), "model", None)
+        settings = self.environment.llm.settings
+        model = settings.model if settings is not None else None
         if model:
             state["model"] = str(model)
         return state
@@ -215,6 +216,7 @@ class SummarizingRole(Role):
             self.exporter = Exporter(self.hub.view, getattr(options, "prometheus_host", PROMETHEUS_HOST_DEFAULT), port)
             if not self.exporter.start():
                 self.exporter = None
+        RunOutputs(self.environment, lambda: self.request_log).register(self.hub.hooks)
         return self
 
     def close(self) -> None:
@@ -403,36 +405,16 @@ class SummarizingRole(Role):
             self.exporter.stop()
 
     def finalize(self) -> dict:
-        """Summary, SLO gate, console table and file sinks, then the ``on_summary`` sinks."""
+        """The final summary (after the ``before_final`` preparers and the last request lines), handed to every
+        ``on_summary`` sink: this package's outputs (telemetry/outputs.py), then the other packages'."""
         self.hub.hooks.prepare_final()
         if self.request_log is not None:
             self.write_request_lines()
             self.request_log.close()
         summary = self.hub.summary()
         self.merger.final_summary = summary
-        for line in failure_lines(summary["slo"]["checks"]):
-            log.error(line)
-        if not summary["slo"]["passed"]:
-            self.environment.process_exit_code = EXIT_CODE
-        for wid in summary["workers_lost"]:
-            log.warning(f"WARNING: worker {wid} was lost mid-run; the summary holds only what it reported")
-        print(console_table(summary), flush=True)
-        options = self.environment.parsed_options
-        if getattr(options, "llm_summary_json", None):
-            deliver_to("summary JSON", lambda: write_json(summary, options.llm_summary_json))
-        if getattr(options, "llm_csv", None):
-            deliver_to("CSV", lambda: write_csv(summary, options.llm_csv))
-        if getattr(options, "vllm_bench_json", None) and self.request_log is not None:
-            deliver_to("vLLM bench JSON", lambda: self.write_vllm_bench(summary, options))
         self.hub.hooks.deliver(summary)
         return summary
-
-
-    def write_vllm_bench(self, summary: dict, options) -> None:
-        path = self.request_log.path
-        write_vllm_bench(summary, read_records(path), options, options.vllm_bench_json)
-        if not getattr(options, "llm_requests_jsonl", None):
-            path.unlink(missing_ok=True)  # the records were only the bench file's input
 
 
 class MasterRole(SummarizingRole):
@@ -526,13 +508,14 @@ def role_for(runner) -> type[Role]:
 
 
 def install(environment) -> Role:
-    """Create ``environment.llm_telemetry`` and register this process's role; returns the role."""
-    hub = TelemetryHub(environment)
-    hub.hooks.add_section("versions", lambda view, summary: versions_section(
-        view, summary, getattr(environment, "llm_route_tokenizers", None)))
-    hub.hooks.add_section("route_fallback", fallback_section)
-    hub.hooks.add_section("detectors", lambda view, _summary: view.detectors)
-    environment.llm_telemetry = hub
+    """Set ``environment.llm.telemetry``, add this package's summary sections and register this process's role
+    (which adds the output sinks); returns the role."""
+    ctx = attach(environment)
+    hub = ctx.telemetry = TelemetryHub(environment)
+    hub.hooks.add_section("versions", lambda view, summary: versions_section(view, summary, ctx.route_tokenizers),
+                          empty=lambda _view: {})  # fmt: skip
+    hub.hooks.add_section("route_fallback", fallback_section, empty=lambda _view: None)
+    hub.hooks.add_section("detectors", lambda view, _summary: view.detectors, empty=lambda _view: None)
     role = role_for(environment.runner)(environment, hub).register()
     if not isinstance(role, WorkerRole):
         RunRecorder(environment).register()

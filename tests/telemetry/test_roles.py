@@ -10,9 +10,11 @@ from locust.env import Environment
 from locust.runners import LocalRunner, MasterRunner, WorkerRunner
 
 import telemetry.hub
+from run.context import attach
+from run.hooks import SummaryHooks
+from shapes.plugin import NO_SATURATION
 from shapes.saturation import section as saturation_section
 from shapes.stage import Stage, StageBoard
-from telemetry.hooks import SummaryHooks
 from telemetry.merger import Merger
 from telemetry.plugin import LocalRole, MasterRole, Role, WorkerRole, install, role_for
 from telemetry.recorder import Recorder
@@ -32,7 +34,7 @@ def _bare(cls):
 def _env_with(runner_cls) -> Environment:
     env = Environment(user_classes=[_Nobody], parsed_options=options(), host="http://127.0.0.1:9")
     env.runner = _bare(runner_cls)
-    env.llm_stage_board = StageBoard()
+    attach(env).stage_board = StageBoard()
     return env
 
 
@@ -44,7 +46,7 @@ def test_each_runner_gets_its_role_once(runner_cls, role_cls):
     env = _env_with(runner_cls)
     role = install(env)
     try:
-        assert type(role) is role_cls and env.llm_telemetry is role.hub
+        assert type(role) is role_cls and env.llm.telemetry is role.hub
     finally:
         role.close()
 
@@ -151,8 +153,9 @@ def test_summary_from_a_view_built_without_an_environment():
     merger.end_run()
     seen = []
     hooks = SummaryHooks()
-    hooks.add_section("saturation", saturation_section)
-    hooks.add_section("probe", lambda view, summary: seen.append((view, [st["name"] for st in summary["stages"]])))
+    hooks.add_section("saturation", saturation_section, empty=lambda _view: dict(NO_SATURATION))
+    hooks.add_section("probe", lambda view, summary: seen.append((view, [st["name"] for st in summary["stages"]])),
+                      empty=lambda _view: None)  # fmt: skip
     view = merger.view(options=None, host="http://h:1", stage_board=board)
     s = build_summary(view, hooks)
     assert s["requests"]["total"] == 11 and s["requests"]["errors"] == {"http_5xx": 1}
