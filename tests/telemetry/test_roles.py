@@ -10,6 +10,7 @@ from locust.env import Environment
 from locust.runners import LocalRunner, MasterRunner, WorkerRunner
 
 import telemetry.hub
+import telemetry.plugin
 from run.context import attach
 from run.hooks import SummaryHooks
 from shapes.plugin import NO_SATURATION
@@ -172,3 +173,51 @@ def test_worker_watch_bookkeeping_goes_through_the_merger():
     assert _view_of(merger).lost_workers == {"w1"}
     assert merger.mark_back("w1") is True and merger.mark_back("w1") is False
     assert _view_of(merger).lost_workers == frozenset()
+
+
+class _Part:
+    """Stands in for one of the summarizing role's parts: records what the role asked of it."""
+
+    def __init__(self, calls: list, name: str) -> None:
+        self.calls, self.name = calls, name
+
+    def start(self) -> None:
+        self.calls.append(f"{self.name}.start")
+
+    def stop(self, final: bool) -> None:
+        self.calls.append(f"{self.name}.stop(final={final})")
+
+
+def test_the_summarizing_role_schedules_its_parts_and_does_not_do_their_work():
+    env, hub, role = local_env()
+    calls: list[str] = []
+    for name in ("scrapes", "route_switch", "model_label", "live_check"):
+        setattr(role, name, _Part(calls, name))
+    try:
+        role.on_test_start()
+        assert calls == ["scrapes.start", "route_switch.start", "model_label.start", "live_check.start"]
+        calls.clear()
+        role.on_quitting()
+        assert calls == ["scrapes.stop(final=True)"]  # one last scrape before the summary
+        calls.clear()
+        role.close()
+        assert calls == ["scrapes.stop(final=False)"]
+    finally:
+        role.close()
+    # the role's own code names no scraper, HTTP fetch, fallback rule or progress line: those live in the parts
+    source = inspect.getsource(telemetry.plugin.SummarizingRole)
+    assert not any(word in source for word in ("ServerScraper(", "urlopen", "RouteFallback(", "progress_line("))
+
+
+def test_the_progress_line_runs_only_headless_and_when_asked():
+    from telemetry.parts import ProgressLine
+
+    env, hub, _role = local_env(llm_progress_interval=5.0)
+    try:
+        assert ProgressLine(env, hub).interval() == 5.0
+        env.parsed_options.headless = False  # the web UI shows the figures itself
+        assert ProgressLine(env, hub).interval() == 0.0
+        env.parsed_options.headless, env.parsed_options.llm_progress_interval = True, 0
+        assert ProgressLine(env, hub).interval() == 0.0
+    finally:
+        _role.close()
