@@ -27,7 +27,8 @@ class TelemetryHub:
     def __init__(self, environment, merger: Merger | None = None, hooks: SummaryHooks | None = None) -> None:
         self.environment = environment
         self.merger = merger if merger is not None else Merger()
-        self.hooks = hooks if hooks is not None else attach(environment).hooks
+        ctx = attach(environment)
+        self.hooks = hooks if hooks is not None else ctx.hooks
 
     def view(self) -> RunView:
         env = self.environment
@@ -35,7 +36,7 @@ class TelemetryHub:
         return self.merger.view(
             options=getattr(env, "parsed_options", None),
             host=getattr(env, "host", None) or "",
-            stage_board=attach(env).stage_board,
+            stage_board=env.llm.stage_board,
             active_users=getattr(runner, "user_count", 0) or 0,
         )
 

@@ -162,7 +162,7 @@ def test_layers_import_downwards_only():
 def _is_options(node: ast.AST) -> bool:
     """An expression naming the parsed options (``options``, ``parsed_options``, ``env.parsed_options``, ``opts``)."""
     name = node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else ""
-    return name.endswith("options") or name in ("opts", "o")
+    return name.endswith("options") or name == "opts"
 
 
 def loose_context_uses(source: str) -> list[tuple[int, str]]:
