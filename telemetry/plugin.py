@@ -38,6 +38,7 @@ from telemetry.requestlog import REPORT_KEY as REQUESTS_KEY
 from telemetry.requestlog import RequestLog, record_of, request_log_for, wants_request_log
 from telemetry.runrecord import RunRecorder, fetch_block_size
 from telemetry.scraper import metrics_url
+from telemetry.slo import verdict_line
 from telemetry.versions import versions_section
 
 log = logging.getLogger(__name__)
@@ -244,6 +245,15 @@ class SummarizingRole(Role):
         self._detect.stop()
         self._stop_progress()
         self.merger.end_run()
+        if not getattr(self.environment.parsed_options, "headless", False):
+            self.log_slo_verdict()
+
+    def log_slo_verdict(self) -> None:
+        """A web UI run ends without the console table (the process goes on): its SLO verdict goes to the log (a
+        headless run's is in the table and the CHECK FAILED lines at quit)."""
+        line = verdict_line(self.hub.summary()["slo"])
+        if line is not None:
+            (log.info if line.startswith("SLO passed") else log.error)(line)
 
     def check_live(self) -> None:
         """Every second until the run is finalized: the live check (detectors, route switch, --llm-stop-on)."""
