@@ -1,7 +1,8 @@
 """Install the shapes package on a Locust environment (called from the locustfile's ``init`` listener).
 
-Creates ``environment.llm_stage_board`` and ``environment.llm_pacer`` (None until an open-loop stage),
-wires stage propagation (master -> workers), and — on the master or a local run — installs the sweep
+Fills the run context's shapes fields (``environment.llm.stage_board``, ``.pacer`` — None until an open-loop
+stage — and ``.shape_tally``), wires stage propagation (master -> workers), and — on the master or a local run —
+adds the ``saturation`` and ``open_loop`` summary sections and installs the sweep
 named by ``--shape`` as ``environment.shape_class``. Without ``--shape`` nothing changes: plain -u/-r and
 the web UI's user-count form behave as in Locust. The web UI's ``--shape`` drop-down (its form check is
 webui/shape_form.py, which calls :func:`set_shape`) and ``--class-picker`` can pick a sweep at start time too.
@@ -14,6 +15,7 @@ import sys
 
 from locust.runners import WorkerRunner
 
+from run.context import attach
 from shapes.openloop import OpenLoopTally
 from shapes.plan import PlanError
 from shapes.propagation import StagePropagation
@@ -53,46 +55,43 @@ def _register_pickable(environment) -> None:
             environment.available_shape_classes[cls.__name__] = shape
 
 
-class _Sections:
-    """Adds this package's summary sections to telemetry's hooks once they exist (telemetry installs after us)."""
+NO_SATURATION = {"stage": None, "reason": "no saturation analysis ran"}
+"""The ``saturation`` section until the verdict has run."""
 
-    def __init__(self, environment, tally: OpenLoopTally) -> None:
-        self.environment = environment
-        self.tally = tally
-        self.done = False
 
-    def __call__(self, **_kw) -> None:
-        hub = getattr(self.environment, "llm_telemetry", None)
-        if self.done or hub is None:
-            return
-        hub.hooks.add_section("saturation", self.saturation)
-        hub.hooks.add_section("open_loop", self.tally.section)
-        hub.hooks.add_section("capacity", self.capacity)
-        self.done = True
+def _saturation(environment):
+    """The ``saturation`` section: the verdict over the stages, and ``stopped_sweep`` when --llm-stop-on saturation
+    ended the sweep."""
 
-    def saturation(self, view, summary: dict) -> dict:
-        """The saturation verdict over the stages, and ``stopped_sweep`` when --llm-stop-on saturation ended it."""
-        shape = self.environment.shape_class
+    def section(view, summary: dict) -> dict:
+        shape = environment.shape_class
         stop = shape.saturation_stop if isinstance(shape, SweepShape) else None
         return saturation_section(view, summary) | ({"stopped_sweep": stop} if stop else {})
 
-    def capacity(self, view, _summary: dict) -> dict | None:
-        """The ``capacity`` section: the capacity search's record, None when the run is not one."""
-        shape = self.environment.shape_class
+    return section
+
+
+def _capacity(environment):
+    """The ``capacity`` section: the capacity search's record, None when the run is not one."""
+
+    def section(view, _summary: dict) -> dict | None:
+        shape = environment.shape_class
         return shape.capacity(view.options) if isinstance(shape, SloSearchShape) else None
+
+    return section
 
 
 def install(environment) -> None:
-    environment.llm_stage_board = StageBoard()
-    environment.llm_pacer = None
+    ctx = attach(environment)
+    ctx.stage_board = StageBoard()
+    ctx.pacer = None
     propagation = StagePropagation(environment).register()
-    tally = OpenLoopTally(environment, propagation).register()
-    environment.llm_shape_tally = tally
+    tally = ctx.shape_tally = OpenLoopTally(environment, propagation).register()
     if isinstance(environment.runner, WorkerRunner):
         return
-    sections = _Sections(environment, tally)
-    environment.events.test_start.add_listener(sections)
-    environment.events.spawning_complete.add_listener(sections)
+    ctx.hooks.add_section("saturation", _saturation(environment), empty=lambda _view: dict(NO_SATURATION))
+    ctx.hooks.add_section("open_loop", tally.section, empty=lambda _view: None)
+    ctx.hooks.add_section("capacity", _capacity(environment), empty=lambda _view: None)
     _register_pickable(environment)
     options = environment.parsed_options
     name = _shape_name(options)

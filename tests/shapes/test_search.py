@@ -9,6 +9,7 @@ import math
 
 import pytest
 
+from run.context import RunContext
 from shapes.plan import PlanError
 from shapes.search import (
     RATE,
@@ -142,7 +143,7 @@ class _Runner:
 class _Env:
     def __init__(self, options):
         self.parsed_options = options
-        self.llm_stage_board = StageBoard()
+        self.llm = RunContext(stage_board=StageBoard())
 
 
 def test_the_shape_follows_the_judges_verdicts_to_the_capacity():
@@ -160,7 +161,7 @@ def test_the_shape_follows_the_judges_verdicts_to_the_capacity():
                 "output_per_s": 100.0 * users, "span_s": 3.0,
                 "checks": [{"name": "ttft_p99_ms", "threshold": 200.0, "value": value, "passed": value <= 200}]}
 
-    env.llm_stage_board.judge = judge
+    env.llm.stage_board.judge = judge
     asked = []
     for _ in range(1000):
         step = shape.current_step
@@ -179,4 +180,4 @@ def test_the_shape_follows_the_judges_verdicts_to_the_capacity():
     assert {p["load"] for p in early} == {8, 6}  # 900 ms > 1.5 x 200 ms: stopped before the hold's end
     section = shape.capacity(env.parsed_options)
     assert section["status"] == "found" and section["users"] == 5 and section["output_per_s"] == 500.0
-    assert env.llm_stage_board.closed_at is not None
+    assert env.llm.stage_board.closed_at is not None
