@@ -152,3 +152,19 @@ def test_rate_search_with_poisson_arrivals_stays_under_the_seat_bound(capped_sim
     above = min(p["load"] for p in cap["probes"] if not p["passed"] and p["load"] > cap["rate"])
     assert above / cap["rate"] - 1 <= 0.25
     _judged_all(summary)
+
+
+def test_stop_on_saturation_ends_a_concurrency_sweep(capped_sim, tmp_path):
+    """Past MAX_SEQS users output tok/s stays flat while TTFT climbs: the first over-saturated level is judged as the
+    next one ends (on complete data) and the sweep stops there, before its last level."""
+    args = ["--shape", "concurrency-sweep", "--sweep-users", "1,3,6,12,24,48", "--stage-warmup", "0",
+            "--stage-duration", "4", "--output-len", "fixed:32", "--slo-ttft-p99-ms", "100000",
+            "--llm-stop-on", "saturation"]  # fmt: skip
+    rc, summary, log = _locust(tmp_path, capped_sim, args)
+    assert rc == 0, log[-3000:]
+    measured = [s["name"] for s in summary["stages"] if not s["warmup"]]
+    stop = summary["saturation"]["stopped_sweep"]
+    assert "users=48" not in measured and stop["stage"] == measured[-2] and "TTFT p99 grew" in stop["reason"]
+    assert int(stop["stage"].split("=")[1]) > MAX_SEQS
+    assert summary["saturation"]["stage"] == stop["stage"]
+    assert summary["capacity"] is None  # not a search
