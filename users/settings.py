@@ -116,10 +116,7 @@ class RunSettings:
 
         prompt_file = get("prompt_file", "")
         dataset = dataset_from(opts)
-        if dataset is not None and not prompt_file:  # completions users send each record's first user turn
-            prompt_texts = [d.turns[0].text for d in dataset.dialogs]
-        else:
-            prompt_texts = load_prompt_file(prompt_file) if prompt_file else None
+        prompt_texts = load_prompt_file(prompt_file) if prompt_file else None
         return cls(
             rng=np.random.default_rng(int(get("seed", SEED_DEFAULT)) + int(worker_index)),
             input_len=parse_spec(str(get("input_len", INPUT_LEN_DEFAULT))),
@@ -191,7 +188,7 @@ class RunSettings:
         """Count with another tokenizer (``auto`` resolved at test start): prompt sources are rebuilt."""
         if name != self.tokenizer_name:
             self.tokenizer, self.tokenizer_name = load_tokenizer(name), name
-            self._selection = None
+            self._selection = None  # the length filters count with the tokenizer
             self._sources.clear()
             self._prefixes.clear()
             self._blocks.clear()
@@ -206,6 +203,8 @@ class RunSettings:
             render = chat_renderer(name) if chat else None  # the tokenizer's own chat template, as vLLM renders
             if self.prompt_texts is not None:
                 src = FilePrompts(self.prompt_texts, tok, chat, render)
+            elif self.dataset is not None:  # completions users: the selected records' first user turns
+                src = FilePrompts([d.turns[0].text for d in self.selection().dialogs], tok, chat, render)
             else:
                 src = SyntheticPrompts(tok, chat, render=render)
             self._sources[(name, chat)] = src
