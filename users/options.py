@@ -23,6 +23,7 @@ from workload.datasets import (
     parse_length_range,
 )
 from workload.fallback import FallbackRule
+from workload.prompts import SYNTHETIC_TEXTS
 from workload.routing import ROUTE_TABLE_FORM, ROUTE_TOKENIZERS_FORM, RouteTable, parse_route_tokenizers
 from workload.tokenizers import AUTO, DEFAULT_TOKENIZER, MODEL_TOKENIZERS, TokenizerNotFound, load_tokenizer
 
@@ -59,6 +60,9 @@ DATASET_FORMAT_DEFAULT = AUTO_FORMAT
 HISTORY_CHOICES = ("dataset", "live")
 HISTORY_DEFAULT = "dataset"
 """--history: a replayed conversation's history carries the dataset's own answers (reproducible prompt lengths)."""
+SYNTHETIC_TEXT_DEFAULT = "natural"
+"""--synthetic-text: synthetic prompts are natural text and code (workload/data/natural_text.txt) completed with
+pool words to the exact count."""
 DATASET_SAMPLE_DEFAULT = 0
 """--dataset-sample: every record."""
 
@@ -321,6 +325,15 @@ def add_arguments(parser) -> None:
         default="",
         env_var="LOCUST_PROMPT_FILE",
         help='JSONL prompts ({"prompt": ...} or ShareGPT conversations) instead of synthetic ones',
+    )
+    add(
+        "--synthetic-text",
+        choices=SYNTHETIC_TEXTS,
+        default=SYNTHETIC_TEXT_DEFAULT,
+        env_var="LOCUST_SYNTHETIC_TEXT",
+        help="What synthetic prompts are made of, at the same exact token counts: natural (English and Chinese "
+        "prose and code shipped with the project, completed with single-token words) or words (random "
+        "single-token words only)",
     )
     add(
         "--dataset",

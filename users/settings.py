@@ -29,6 +29,7 @@ from users.options import (
     REQUEST_TIMEOUT_DEFAULT,
     SEED_DEFAULT,
     SHARED_PREFIX_LEN_DEFAULT,
+    SYNTHETIC_TEXT_DEFAULT,
     THINK_TIME_DEFAULT,
     TOKENIZER_DEFAULT,
     TURNS_DEFAULT,
@@ -83,6 +84,9 @@ class RunSettings:
     max_model_len: int = MAX_MODEL_LEN_DEFAULT
     seed: int = SEED_DEFAULT
     worker_index: int = 0
+    synthetic_text: str = SYNTHETIC_TEXT_DEFAULT
+    """``--synthetic-text``: natural text or pool words for synthetic prompts (shared prefixes and trace blocks
+    stay pool words)."""
     dataset: Dataset | None = None
     """``--dataset``: conversations to replay (chat users) or first turns to send (completions users)."""
     history_live: bool = HISTORY_DEFAULT == "live"
@@ -140,6 +144,7 @@ class RunSettings:
             max_model_len=int(get("max_model_len", MAX_MODEL_LEN_DEFAULT)),
             seed=int(get("seed", SEED_DEFAULT)),
             worker_index=int(worker_index),
+            synthetic_text=str(get("synthetic_text", SYNTHETIC_TEXT_DEFAULT)),
             dataset=dataset,
             history_live=str(get("history", HISTORY_DEFAULT)) == "live",
             dataset_lengths=str(get("output_len", OUTPUT_LEN_DEFAULT)) == OUTPUT_LEN_DEFAULT,
@@ -206,7 +211,7 @@ class RunSettings:
             elif self.dataset is not None:  # completions users: the selected records' first user turns
                 src = FilePrompts([d.turns[0].text for d in self.selection().dialogs], tok, chat, render)
             else:
-                src = SyntheticPrompts(tok, chat, render=render)
+                src = SyntheticPrompts(tok, chat, render=render, text=self.synthetic_text)
             self._sources[(name, chat)] = src
         return src
 

@@ -42,6 +42,7 @@ LAYOUT: dict[str, tuple[str, str]] = {
     "output_len": ("workload", "Output length (max tokens)"),
     "ignore_eos": ("workload", "Ignore EOS (generate exactly max tokens)"),
     "prompt_file": ("workload", "Prompt file (JSONL)"),
+    "synthetic_text": ("workload", "Synthetic prompt text (natural or words)"),
     "dataset": ("workload", "Dataset (conversations to replay)"),
     "dataset_format": ("workload", "Dataset format"),
     "history": ("workload", "Replayed history (dataset or live answers)"),
