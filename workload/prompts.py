@@ -148,6 +148,9 @@ class SyntheticPrompts:
     LONG = 4096
     """Prompts of more words than this are built from cached pieces (:meth:`build`)."""
     PIECE, PIECES, HEAD = 512, 32, 256
+    NATURAL_HEAD = 16
+    """Random pool words that start a natural prompt: its first prefix-cache block (16 tokens on vLLM's GPUs, the
+    chat template's tokens before it) is its own, as with words."""
 
     def __init__(self, tokenizer: Tokenizer, chat: bool, verify_every: int = 64,
                  render: ChatRenderer | None = None, text: str = "words") -> None:  # fmt: skip
@@ -174,13 +177,16 @@ class SyntheticPrompts:
         return "".join(self.words_pool[rng.integers(0, len(self.words_pool), int(n))])
 
     def fresh(self, rng: np.random.Generator, n: int) -> str:
-        """``n`` tokens of prompt text: runs of natural text from random places while more than a few tokens are
-        left, ending with at least one pool word (so the content ends, as it starts, on a space-led word, whatever
-        the chat template puts after it); pool words alone without a natural source."""
+        """``n`` tokens of prompt text: :data:`NATURAL_HEAD` random pool words (the text has a few hundred places
+        to start from: without a random head, prompts would share their first prefix-cache blocks), then runs of
+        natural text from random places while more than a few tokens are left, ending with at least one pool word
+        (so the content ends, as it starts, on a space-led word, whatever the chat template puts after it); pool
+        words alone without a natural source."""
         nat = self.natural
         if nat is None:
             return self.words(rng, n)
-        parts, left = [], int(n)
+        head = min(int(n), self.NATURAL_HEAD)
+        parts, left = [self.words(rng, head)], int(n) - head
         while left > 8:
             text, k = nat.run(rng, left - 1)
             if not k:

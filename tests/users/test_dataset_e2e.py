@@ -78,6 +78,8 @@ def test_sharegpt_conversations_replay_turn_by_turn_with_the_datasets_lengths(tm
     with running_sim("--served-model-name", MODEL, "--tokenizer", TOKENIZER) as sim:
         run = _run(sim, tmp_path, "-u", "3", "-t", "6s", "--dataset", str(path), "--dataset-sample", "6",
                    "--think-time", "fixed:0.01")  # fmt: skip
+        mean = round(run.summary["tokens"]["prompt"] / run.summary["requests"]["ok"])
+        plain = _run(sim, tmp_path, "-u", "3", "-t", "3s", "--input-len", f"fixed:{mean}", "--output-len", "fixed:16")
     s = run.summary
     d = s["run"]["dataset"]
     assert d["format"] == "sharegpt" and d["records"] == 12 and d["selected"] == 6 and d["skipped"] == {}
@@ -102,7 +104,14 @@ def test_sharegpt_conversations_replay_turn_by_turn_with_the_datasets_lengths(tm
     assert [t["turn"] for t in turns][:2] == [1, 2], turns
     means = [t["prompt_tokens_mean"] for t in turns]
     assert all(b > a for a, b in zip(means, means[1:], strict=False)), means
-    print(f"{len(rows)} requests, {len(sampled)} distinct dataset turns; turns[] prompt means {means}")
+    # the simulator's prefix cache (full blocks): the replayed histories hit it, synthetic prompts of the same
+    # mean length do not
+    hit = [st["prefix_cache_hit_rate"] for st in s["stages"]]
+    miss = [st["prefix_cache_hit_rate"] for st in plain.summary["stages"]]
+    assert all(h is not None and h > 0.5 for h in hit), hit
+    assert all(m is not None and m < 0.2 for m in miss), miss
+    print(f"{len(rows)} requests, {len(sampled)} distinct dataset turns; turns[] prompt means {means}; "
+          f"prefix cache hit rate {hit} vs {miss} for --input-len fixed:{mean}")
 
 
 def test_aiperf_multi_turn_and_vllm_bench_custom_files_run_unchanged(tmp_path):

@@ -44,3 +44,13 @@ def test_natural_text_mixes_languages_and_code_and_words_mode_does_not():
 def test_an_unknown_synthetic_text_is_refused():
     with pytest.raises(ValueError, match="words, natural"):
         SyntheticPrompts(load_tokenizer("deepseek-v2"), False, text="lorem")
+
+
+def test_natural_prompts_do_not_share_a_first_prefix_cache_block():
+    """A few hundred places to start from would give many prompts the same first block: the random head keeps
+    the server's prefix cache from serving synthetic prompts to each other."""
+    tok = load_tokenizer("deepseek-v2")
+    src = SyntheticPrompts(tok, False, text="natural")
+    rng = np.random.default_rng(5)
+    firsts = {tuple(tok.encode(src.build(rng, 200).text).ids[:16]) for _ in range(400)}
+    assert len(firsts) == 400
