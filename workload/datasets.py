@@ -5,6 +5,15 @@ Accepted lines: ``{"prompt": "..."}`` (also ``text`` / ``input``), or ShareGPT s
 with ``role`` / ``content``), whose first human/user turn is the prompt.
 
     prompts = load_prompt_file("data.jsonl")   # list[str], never empty (else ValueError)
+
+Datasets for ``--dataset`` (conversations, replayed turn by turn): ShareGPT (a JSON array or JSONL of
+``{"conversations": [{"from": "human"|"gpt"|"system", "value": ...}]}``), OpenAI messages JSONL (``messages`` with
+``role``/``content``), vLLM bench's custom JSONL (``{"prompt": ..., "output_tokens": N}``), AIPerf's single-turn
+(``text``/``texts``, ``delay`` ms, ``max_tokens``) and multi-turn (``session_id``, ``turns[]`` of those) JSONL.
+
+    ds = load_dataset("chats.json")            # Dataset; ValueError "chats.json:17: why" on a bad record
+    ds.format, ds.sha256, ds.dialogs[0].turns  # ("sharegpt", "ab12...", (DialogTurn(text, answer, ...), ...))
+    sel = select(ds, seed=0, sample=100, place=0, workers=2, measure=..., input_range=(4, 1024))
 """
 
 from __future__ import annotations
