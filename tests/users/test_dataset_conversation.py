@@ -105,3 +105,17 @@ def test_the_run_record_counts_the_selection_and_completions_send_first_turns(tm
     comp = adapter_named("completions")
     texts = {draw(s, comp, MAIN).texts[0] for _ in range(20)}
     assert texts == {"lonely question"}  # the selected records' first turns
+
+
+def test_workers_replay_disjoint_shares_of_the_same_sample(tmp_path):
+    p = tmp_path / "c.jsonl"
+    p.write_text("".join(json.dumps({"prompt": f"prompt number {i}"}) + "\n" for i in range(30)), encoding="utf-8")
+    opts = SimpleNamespace(tokenizer="deepseek-v2", dataset=str(p), dataset_sample=9, dataset_shuffle=True, seed=4)
+    shares = [RunSettings.from_options(opts, worker_index=i, workers=3).selection() for i in range(3)]
+    lines = [d.line for sel in shares for d in sel.dialogs]
+    assert len(lines) == len(set(lines)) == 9 and all(sel.selected == 9 for sel in shares)
+    alone = RunSettings.from_options(opts).selection()
+    assert sorted(d.line for d in alone.dialogs) == sorted(lines)  # the same sample wherever it is drawn
+    s = RunSettings.from_options(opts, worker_index=1, workers=3)
+    mine = [s.next_dialog().line for _ in range(7)]
+    assert mine == [d.line for d in shares[1].dialogs] * 2 + [shares[1].dialogs[0].line]  # its share, cycled
