@@ -12,9 +12,11 @@ from __future__ import annotations
 import hashlib
 import json
 
+import jsonschema
 import pytest
 
 from tests.server.sim.helpers import running_sim
+from tests.support import ROOT
 from tests.users.e2e import run_locust
 from workload.tokenizers import chat_renderer, load_tokenizer
 
@@ -81,6 +83,8 @@ def test_sharegpt_conversations_replay_turn_by_turn_with_the_datasets_lengths(tm
         mean = round(run.summary["tokens"]["prompt"] / run.summary["requests"]["ok"])
         plain = _run(sim, tmp_path, "-u", "3", "-t", "3s", "--input-len", f"fixed:{mean}", "--output-len", "fixed:16")
     s = run.summary
+    schema = json.loads((ROOT / "docs" / "summary.schema.json").read_text())
+    jsonschema.Draft202012Validator(schema).validate(s)
     d = s["run"]["dataset"]
     assert d["format"] == "sharegpt" and d["records"] == 12 and d["selected"] == 6 and d["skipped"] == {}
     assert d["sha256"] == hashlib.sha256(path.read_bytes()).hexdigest()
