@@ -15,8 +15,9 @@ import json
 import jsonschema
 import pytest
 
+from telemetry.requestlog import read_records
 from tests.server.sim.helpers import running_sim
-from tests.support import ROOT
+from tests.support import LOCUST, ROOT, Proc, free_port
 from tests.users.e2e import run_locust
 from workload.tokenizers import chat_renderer, load_tokenizer
 
@@ -139,3 +140,38 @@ def test_aiperf_multi_turn_and_vllm_bench_custom_files_run_unchanged(tmp_path):
     rows = [r for r in c.results if r.get("has_result")]
     assert {r["output_tokens"] for r in rows} <= set(range(10, 15)) and len({r["output_tokens"] for r in rows}) == 5
     assert all(r["turn"] == 1 for r in rows)
+
+
+def test_a_master_and_two_workers_replay_disjoint_shares_of_the_sample(tmp_path):
+    records = _sharegpt(10)
+    path = tmp_path / "chats.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    firsts = {c[0][1]: i for i, c in enumerate(_expected(records))}  # first turn's prompt count -> conversation
+    assert len(firsts) == len(records)
+    log, summary = tmp_path / "requests.jsonl", tmp_path / "summary.json"
+    with running_sim("--served-model-name", MODEL, "--tokenizer", TOKENIZER) as sim:
+        mport = free_port()
+        master = Proc([LOCUST, "-f", "locustfile.py", "--headless", "--master", "--master-bind-host", "127.0.0.1",
+                       "--master-bind-port", str(mport), "--expect-workers", "2", "-u", "4", "-r", "4", "-t", "6s",
+                       "--host", f"http://127.0.0.1:{sim.port}", "--only-summary", "--prometheus-port", "0",
+                       "--server-metrics-url", "off", "--dataset", str(path), "--dataset-sample", "4",
+                       "--dataset-shuffle", "--llm-requests-jsonl", str(log), "--llm-summary-json", str(summary),
+                       "StreamingChatUser"], name="master")  # fmt: skip
+        workers = [Proc([LOCUST, "-f", "locustfile.py", "--worker", "--master-host", "127.0.0.1", "--master-port",
+                         str(mport)], name=f"worker{i}") for i in range(2)]  # fmt: skip
+        try:
+            assert master.wait(90) == 0, master.output()[-3000:]
+        finally:
+            master.stop()
+            for w in workers:
+                w.stop()
+    s = json.loads(summary.read_text())
+    assert s["run"]["dataset"]["selected"] == 4 and s["run"]["dataset"]["records"] == 10
+    assert s["requests"]["failed"] == 0 and s["tokens"]["prompt_mismatch_ratio"] == 0.0
+    by_worker: dict[int, set[int]] = {}
+    for r in read_records(log):
+        if r["turn"] == 1:
+            by_worker.setdefault(r["worker"], set()).add(firsts[r["prompt_tokens"]])
+    assert len(by_worker) == 2, by_worker
+    a, b = by_worker.values()
+    assert not a & b and len(a | b) == 4, by_worker  # disjoint shares, together the sample
