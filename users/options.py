@@ -135,6 +135,10 @@ def dataset_from(options):
 
 def check_dataset_options(options) -> None:
     """Every record of --dataset read with --dataset-format at start; ValueError naming file:line."""
+    if getattr(options, "dataset", None):
+        for other, why in (("turns", "the records set the turns"), ("prompt_file", "both are prompt sources")):
+            if getattr(options, other, None):
+                raise ValueError(f"--dataset and --{other.replace('_', '-')} exclude each other ({why})")
     dataset_from(options)
     for name in ("dataset_input_len", "dataset_output_len"):
         parse_length_range(getattr(options, name, None) or "")

@@ -9,10 +9,12 @@ import json
 from types import SimpleNamespace
 
 import orjson
+import pytest
 
 from shapes.stage import MAIN
 from users.adapters import adapter_named
 from users.conversation import Conversation
+from users.options import check_dataset_options
 from users.request import draw
 from users.settings import RunSettings
 
@@ -119,3 +121,11 @@ def test_workers_replay_disjoint_shares_of_the_same_sample(tmp_path):
     s = RunSettings.from_options(opts, worker_index=1, workers=3)
     mine = [s.next_dialog().line for _ in range(7)]
     assert mine == [d.line for d in shares[1].dialogs] * 2 + [shares[1].dialogs[0].line]  # its share, cycled
+
+
+def test_dataset_excludes_turns_and_a_prompt_file(tmp_path):
+    path = _file(tmp_path)
+    check_dataset_options(SimpleNamespace(dataset=path, turns="", prompt_file=""))
+    for other in ({"turns": "fixed:3"}, {"prompt_file": path}):
+        with pytest.raises(ValueError, match="exclude each other"):
+            check_dataset_options(SimpleNamespace(dataset=path, **other))

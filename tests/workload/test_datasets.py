@@ -9,7 +9,7 @@ import subprocess
 import pytest
 
 from tests.support import LOCUST, ROOT
-from workload.datasets import Dialog, DialogTurn, load_dataset, parse_length_range, select
+from workload.datasets import Dataset, Dialog, DialogTurn, load_dataset, parse_length_range, select
 
 
 def _jsonl(path, rows) -> str:
@@ -104,8 +104,6 @@ def _dialogs(n: int) -> tuple[Dialog, ...]:
 
 
 def test_sample_is_seeded_the_same_everywhere_and_workers_get_disjoint_shares(tmp_path):
-    from workload.datasets import Dataset  # noqa: PLC0415
-
     ds = Dataset("d", "custom", "0" * 64, _dialogs(40), {})
     shares = [select(ds, seed=7, sample=10, place=i, workers=3).dialogs for i in range(3)]
     lines = [d.line for share in shares for d in share]
@@ -123,8 +121,6 @@ def test_sample_is_seeded_the_same_everywhere_and_workers_get_disjoint_shares(tm
 
 
 def test_length_filters_count_skips_by_reason():
-    from workload.datasets import Dataset  # noqa: PLC0415
-
     ds = Dataset("d", "custom", "0" * 64, _dialogs(10), {"no_user_turn": 2})
     sel = select(ds, seed=0, measure=lambda d: (len(d.turns[0].text), len(d.turns[0].answer) * 10),
                  input_range=parse_length_range("3:"), output_range=parse_length_range(":80"))  # fmt: skip
