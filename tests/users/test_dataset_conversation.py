@@ -107,6 +107,11 @@ def test_the_run_record_counts_the_selection_and_completions_send_first_turns(tm
     comp = adapter_named("completions")
     texts = {draw(s, comp, MAIN).texts[0] for _ in range(20)}
     assert texts == {"lonely question"}  # the selected records' first turns
+    s = _settings(_file(tmp_path))
+    inp = [draw(s, comp, MAIN) for _ in range(2)]  # the records in order, each with its answer's length
+    assert [i.texts[0] for i in inp] == ["first question", "lonely question"]
+    assert inp[0].max_tokens == s.count_text("a dataset answer of several tokens here") and inp[1].max_tokens == 256
+    assert inp[0].prompt_tokens == len(s.tokenizer.encode("first question").ids)
 
 
 def test_workers_replay_disjoint_shares_of_the_same_sample(tmp_path):

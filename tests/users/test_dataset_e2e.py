@@ -64,10 +64,10 @@ def _expected(records: list[dict]) -> list[list[tuple]]:
     return convs
 
 
-def _run(sim, tmp_path, *args: str):
+def _run(sim, tmp_path, *args: str, user: str = "StreamingChatUser"):
     run = run_locust(f"http://127.0.0.1:{sim.port}", ["-r", "50", "--server-metrics-url",
                      f"http://127.0.0.1:{sim.port}/metrics", "--server-metrics-interval", "0.5", *args,
-                     "StreamingChatUser"], tmp_path)  # fmt: skip
+                     user], tmp_path)  # fmt: skip
     assert run.summary is not None, run.output[-3000:]
     assert run.summary["requests"]["failed"] == 0, run.summary["requests"]
     assert run.summary["tokens"]["prompt_mismatch_ratio"] == 0.0, run.summary["tokens"]
@@ -130,6 +130,7 @@ def test_aiperf_multi_turn_and_vllm_bench_custom_files_run_unchanged(tmp_path):
     with running_sim("--served-model-name", MODEL, "--tokenizer", TOKENIZER) as sim:
         a = _run(sim, tmp_path, "-u", "2", "-t", "4s", "--dataset", str(aiperf))
         c = _run(sim, tmp_path, "-u", "2", "-t", "3s", "--dataset", str(custom))
+        k = _run(sim, tmp_path, "-u", "2", "-t", "3s", "--dataset", str(custom), user="StreamingCompletionUser")
     assert a.summary["run"]["dataset"]["format"] == "aiperf"
     rows = [r for r in a.results if r.get("has_result")]
     assert {(r["turn"], r["output_tokens"]) for r in rows} <= {(1, 5), (1, 6), (1, 7), (1, 8), (2, 7)}
@@ -140,6 +141,9 @@ def test_aiperf_multi_turn_and_vllm_bench_custom_files_run_unchanged(tmp_path):
     rows = [r for r in c.results if r.get("has_result")]
     assert {r["output_tokens"] for r in rows} <= set(range(10, 15)) and len({r["output_tokens"] for r in rows}) == 5
     assert all(r["turn"] == 1 for r in rows)
+    rows = [r for r in k.results if r.get("has_result")]  # completions: the prompt as it is, no template
+    assert {r["output_tokens"] for r in rows} == set(range(10, 15)), {r["output_tokens"] for r in rows}
+    assert all(r["turn"] is None and r["prompt_tokens"] == r["prompt_tokens_client"] for r in rows)
 
 
 def test_a_master_and_two_workers_replay_disjoint_shares_of_the_sample(tmp_path):
