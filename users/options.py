@@ -345,10 +345,10 @@ def add_arguments(parser) -> None:
         default="",
         env_var="LOCUST_DATASET",
         help="Replay a dataset's conversations (chat users: each user walks a conversation's user turns in order "
-        "with the growing history; completions users send the records' first user turns in order): ShareGPT (JSON array "
-        "or JSONL), OpenAI messages JSONL, vLLM bench custom JSONL, AIPerf single/multi-turn JSONL. Each turn's "
-        "max_tokens is the dataset answer's token count (or the record's output_tokens) unless --output-len is "
-        "changed from its default; think time from the record's delay, else --think-time",
+        "with the growing history; completions users send the records' first user turns in order): ShareGPT "
+        "(JSON array or JSONL), OpenAI messages JSONL, vLLM bench custom JSONL, AIPerf single/multi-turn JSONL. "
+        "Each turn's max_tokens is the dataset answer's token count (or the record's output_tokens) unless "
+        "--output-len is changed from its default; think time from the record's delay, else --think-time",
     )
     add(
         "--dataset-format",

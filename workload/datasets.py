@@ -21,6 +21,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
@@ -246,10 +247,18 @@ def _records(p: Path, raw: bytes):
 
 def load_dataset(path: str | Path, fmt: str = AUTO_FORMAT) -> Dataset:
     """Every record of a dataset file; ValueError ``file:line: why`` on the first bad record (or an unknown
-    format, an empty file)."""
+    format, an empty file). A file read before and unchanged since (size and modification time) is not parsed
+    again: the start check, the master and the users' settings all read it."""
     p = Path(path).expanduser()
     if not p.is_file():
         raise ValueError(f"no such dataset file {str(p)!r}")
+    st = p.stat()
+    return _load(str(p), fmt, st.st_size, st.st_mtime_ns)
+
+
+@lru_cache(maxsize=4)
+def _load(path: str, fmt: str, _size: int, _mtime_ns: int) -> Dataset:
+    p = Path(path)
     raw = p.read_bytes()
     try:
         records = list(_records(p, raw))
