@@ -156,7 +156,7 @@ def test_a_master_and_two_workers_replay_disjoint_shares_of_the_sample(tmp_path)
     with running_sim("--served-model-name", MODEL, "--tokenizer", TOKENIZER) as sim:
         mport = free_port()
         master = Proc([LOCUST, "-f", "locustfile.py", "--headless", "--master", "--master-bind-host", "127.0.0.1",
-                       "--master-bind-port", str(mport), "--expect-workers", "2", "-u", "4", "-r", "4", "-t", "6s",
+                       "--master-bind-port", str(mport), "--expect-workers", "2", "-u", "4", "-r", "4", "-t", "10s",
                        "--host", f"http://127.0.0.1:{sim.port}", "--only-summary", "--prometheus-port", "0",
                        "--server-metrics-url", "off", "--dataset", str(path), "--dataset-sample", "4",
                        "--dataset-shuffle", "--llm-requests-jsonl", str(log), "--llm-summary-json", str(summary),
@@ -169,7 +169,9 @@ def test_a_master_and_two_workers_replay_disjoint_shares_of_the_sample(tmp_path)
             master.stop()
             for w in workers:
                 w.stop()
+    logs = "\n".join(p.output()[-2000:] for p in (master, *workers))
     s = json.loads(summary.read_text())
+    assert s["requests"]["total"] > 0, logs
     assert s["run"]["dataset"]["selected"] == 4 and s["run"]["dataset"]["records"] == 10
     assert s["requests"]["failed"] == 0 and s["tokens"]["prompt_mismatch_ratio"] == 0.0
     by_worker: dict[int, set[int]] = {}
