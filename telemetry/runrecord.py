@@ -337,6 +337,7 @@ class RunRecorder:
             "seed": seed,
             "worker_seeds": [seed + i for i in range(workers)] if isinstance(seed, int) else [],
             "tokenizer": tok.record() if tok is not None else None,  # users/plugin.py: workload.tokenizers.Chosen
+            "dataset": env.llm.dataset,  # users/plugin.py: --dataset's record and selection
             "stopped_by": stopped,
             "options": effective_options(options),
         }

@@ -92,8 +92,9 @@ class LLMUser(FastHttpUser):
         self._ids = settings.request_ids
         group = settings.next_group()
         self._prefix_group = group
-        self._conv = Conversation(settings, group) if settings.turns is not None and self.api.chat else None
-        """This user's conversation (``--turns``, chat users), else None."""
+        talks = settings.turns is not None or settings.dataset is not None
+        self._conv = Conversation(settings, group) if talks and self.api.chat else None
+        """This user's conversation (``--turns`` or ``--dataset``, chat users), else None."""
         if settings.turns is not None and not self.api.chat and type(self).__name__ not in _WARNED_TURNS:
             _WARNED_TURNS.add(type(self).__name__)
             log.warning("--turns applies to chat users only: %s sends single requests", type(self).__name__)

@@ -22,7 +22,7 @@ from run.context import attach
 from users.align import check
 from users.budget import install as install_budget
 from users.inflight import Inflight
-from users.options import check_route_options, route_tokenizers_from
+from users.options import check_dataset_options, check_route_options, route_tokenizers_from
 from users.server_info import ServerUnreachable, first_model, json_poster
 from users.settings import RunSettings
 from users.versions import resolve_versions
@@ -63,9 +63,10 @@ class UsersPlugin:
             return
         try:
             route_tokenizers_from(environment.parsed_options)  # names only versions of --route-table
-            settings = RunSettings.from_options(
-                environment.parsed_options, getattr(environment.runner, "worker_index", 0)
-            )
+            runner = environment.runner
+            workers = int(getattr(environment.parsed_options, "expect_workers", 1) or 1)
+            settings = RunSettings.from_options(environment.parsed_options, getattr(runner, "worker_index", 0),
+                                                workers if isinstance(runner, WorkerRunner) else 1)  # fmt: skip
         except ValueError as e:  # values typed in the web UI skip argparse's validators
             log.error("LLM users: %s", e)
             if environment.runner is not None:
@@ -89,6 +90,8 @@ class UsersPlugin:
             if isinstance(environment.runner, WorkerRunner):  # joined after the master's fallback
                 apply_fallback(environment, getattr(environment.parsed_options, ROUTE_FALLBACK_OPTION, None))
         settings.opens_thinking = environment.llm.tokenizer.opens_thinking
+        if not self._select_dataset(environment, settings):
+            return
         post = json_poster(host, settings.headers(False))
         for chat in (True, False):
             source = settings.source(chat)
@@ -148,6 +151,25 @@ class UsersPlugin:
             return
         if settings.route_table is not None:
             self._versions(environment, settings)
+        settings.use_tokenizer(environment.llm.tokenizer.name)
+        self._select_dataset(environment, settings)
+
+    @staticmethod
+    def _select_dataset(environment, settings: RunSettings) -> bool:
+        """Select --dataset's records with the chosen tokenizer (the length filters count with it) and keep the
+        run record's ``dataset`` as ``environment.llm.dataset``; False (the run quits) when none is left."""
+        try:
+            environment.llm.dataset = settings.dataset_record()
+        except ValueError as e:
+            log.error("LLM users: %s", e)
+            if environment.runner is not None:
+                gevent.spawn_later(0, environment.runner.quit)
+            return False
+        if environment.llm.dataset is not None:
+            d = environment.llm.dataset
+            log.info("LLM users: dataset %s (%s, %d records, sha256 %s): %d selected, skipped %s", d["path"],
+                     d["format"], d["records"], d["sha256"][:16], d["selected"], d["skipped"] or "none")  # fmt: skip
+        return True
 
     def _model(self, host: str, headers: dict[str, str]) -> str | None:
         if host not in self._models:
@@ -176,8 +198,9 @@ def install(environment) -> None:
     # gevent's timers count from the loop's cached clock, which has not moved since gevent was imported:
     # without a refresh, Locust's --run-time timer (armed after init) fires early by the import time.
     gevent.get_hub().loop.update_now()
-    try:  # route options that name versions the table lacks: one line and exit 2 at start, as argparse would
+    try:  # route options that name versions the table lacks, a bad dataset record: one line and exit 2 at start
         check_route_options(environment.parsed_options)
+        check_dataset_options(environment.parsed_options)
     except ValueError as e:
         log.error("%s", e)
         sys.exit(2)
