@@ -48,6 +48,13 @@ def console_table(s: dict) -> str:
             f" max {_f(kv['max'], '{:.1%}')}, waiting max {server['requests_waiting_max']},"
             f" preemptions {server['preemptions']}"
         )
+    pc = s.get("prefix_cache") or {}
+    if pc.get("hit_rate") is not None:
+        share = pc.get("workload_share")
+        lines.append(f"server prefix cache: hit rate {pc['hit_rate']:.1%}"
+                     + (f" (the workload itself repeats {share:.1%})" if share is not None else ""))  # fmt: skip
+    if pc.get("warning"):
+        lines.append(f"WARNING: {pc['warning']}")
     if s["client_kv_block_fill"]["mean"] is not None:
         lines.append(f"client KV block fill (blocks of 16): mean {s['client_kv_block_fill']['mean']:.1%}")
     if _has_stage_table(s["stages"]):

@@ -11,6 +11,7 @@ travel to workers and through the web UI as text and are parsed again in ``test_
 from __future__ import annotations
 
 import argparse
+import secrets
 from pathlib import Path
 
 from workload.argtypes import length_spec, non_negative_int, positive_int, seconds, seed
@@ -31,6 +32,13 @@ REQUEST_TIMEOUT_DEFAULT = 300.0
 """--request-timeout: seconds without a byte before a request fails as 'timeout'."""
 SEED_DEFAULT = 0
 """--seed: each worker draws with seed + worker index."""
+PROMPT_SALT_DEFAULT = "run"
+"""--prompt-salt: a fresh salt each run, so no run's prompt texts repeat an earlier run's."""
+PROMPT_SALT_NONE = "none"
+"""--prompt-salt none: the texts --seed alone draws, the same in every run (a warm prefix cache, on purpose)."""
+RESOLVED_SALT = "llm_prompt_salt"
+"""The attribute of the parsed options holding the salt this run uses (an int, or None for ``none``): set on the
+master (or local runner) at test start, shipped to the workers with the options, recorded in the run record."""
 SHARED_PREFIX_LEN_DEFAULT = 0
 """--shared-prefix-len: no shared system prompt."""
 PREFIX_GROUPS_DEFAULT = 1
@@ -47,6 +55,23 @@ NUM_REQUESTS_DEFAULT = 0
 """--num-requests: no request budget (the run ends on time or by its shape)."""
 MAX_ERRORS_DEFAULT = 0
 """--max-errors: never stop for errors."""
+
+
+def prompt_salt(value: str) -> str:
+    """--prompt-salt: ``run``, ``none`` or a salt (an integer >= 0, e.g. a run record's ``prompt_salt``)."""
+    text = str(value).strip().lower()
+    if text in (PROMPT_SALT_DEFAULT, PROMPT_SALT_NONE) or (text.isdigit() and int(text) < 2**63):
+        return text
+    raise argparse.ArgumentTypeError(f"bad --prompt-salt {value!r}; expected {PROMPT_SALT_DEFAULT} (a fresh salt "
+                                     f"each run), {PROMPT_SALT_NONE} (the same texts every run) or an integer >= 0")
+
+
+def resolve_prompt_salt(value: object) -> int | None:
+    """The salt a run uses: a fresh random one for ``run``, None for ``none``, else the integer given."""
+    text = prompt_salt(str(value if value is not None else PROMPT_SALT_DEFAULT))
+    if text == PROMPT_SALT_DEFAULT:
+        return secrets.randbits(62)
+    return None if text == PROMPT_SALT_NONE else int(text)
 
 
 def tokenizer_name(value: str) -> str:
@@ -291,7 +316,18 @@ def add_arguments(parser) -> None:
         type=seed,
         default=SEED_DEFAULT,
         env_var="LOCUST_SEED",
-        help="Random seed; each worker uses seed + worker index",
+        help="Random seed; each worker uses seed + worker index. It fixes the lengths and the draw; the prompt "
+        "texts also take --prompt-salt",
+    )
+    add(
+        "--prompt-salt",
+        type=prompt_salt,
+        default=PROMPT_SALT_DEFAULT,
+        env_var="LOCUST_PROMPT_SALT",
+        help=f"What makes the prompt texts this run's own: {PROMPT_SALT_DEFAULT} (default) a fresh random salt, so "
+        "a repeat run against the same server finds none of the last run's prompts in its prefix cache; "
+        f"{PROMPT_SALT_NONE}: the texts --seed alone draws, the same every run (a warm-cache repeat, on purpose); or "
+        "an integer to redo a run's texts (its run record's prompt_salt)",
     )
     add(
         "--align-prompts",

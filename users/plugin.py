@@ -20,7 +20,7 @@ from locust.runners import MasterRunner, WorkerRunner
 from users.align import check
 from users.budget import install as install_budget
 from users.inflight import Inflight
-from users.options import check_route_options, route_tokenizers_from
+from users.options import RESOLVED_SALT, check_route_options, resolve_prompt_salt, route_tokenizers_from
 from users.server_info import ServerUnreachable, first_model, json_poster
 from users.settings import RunSettings
 from users.versions import resolve_versions
@@ -56,6 +56,10 @@ class UsersPlugin:
             self.environment.llm_stall_watch = None
 
     def _on_test_start(self, environment, **_kw) -> None:
+        if not isinstance(environment.runner, WorkerRunner) and environment.parsed_options is not None:
+            # one salt per run, drawn where the run starts; workers get it with the options Locust ships them
+            salt = resolve_prompt_salt(getattr(environment.parsed_options, "prompt_salt", None))
+            setattr(environment.parsed_options, RESOLVED_SALT, salt)
         if isinstance(environment.runner, MasterRunner):
             self._master_tokenizer(environment)
             return
