@@ -50,7 +50,8 @@ class Step:
     warmup: float = 0.0
     """Seconds of warm-up after the user count is reached and before the measured stage."""
     warmup_stage: Stage | None = None
-    """The stage results are stamped with while ramping / warming up (``warmup=True``); None: none needed."""
+    """The stage results are stamped with while ramping / warming up (``warmup=True``); None without
+    ``--stage-warmup`` (the ramp is then part of the measured stage)."""
 
 
 def _opt(options, name: str, default=None):
@@ -70,19 +71,19 @@ def _timing(options) -> tuple[float, float]:
 
 
 def _steps(stages: list[Stage], users: list[int], spawn_rates: list[float], options) -> list[Step]:
-    """Give every stage a warm-up twin where one is needed (a user-count change or --stage-warmup > 0)."""
+    """With ``--stage-warmup`` > 0 every stage gets a warm-up twin (the ramp to its user count and the warm-up,
+    left out of its numbers); with 0 there is none: a request belongs to the stage the board shows when it is
+    drawn, ramp included, so no stage loses its first wave to a stage the user never asked for."""
     duration, warmup = _timing(options)
     steps: list[Step] = []
     index = 0
-    previous_users = 0
     for stage, n, rate in zip(stages, users, spawn_rates, strict=True):
         warm = None
-        if warmup > 0 or n != previous_users:
+        if warmup > 0:
             warm = replace(stage, name=f"warmup {stage.name}", index=index, warmup=True)
             index += 1
         steps.append(Step(replace(stage, index=index), n, rate, duration, warmup, warm))
         index += 1
-        previous_users = n
     return steps
 
 
