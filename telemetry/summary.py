@@ -175,7 +175,7 @@ def _histograms(cells: list[Cell], metrics: tuple[str, ...], max_bins: int = HIS
 
 def _timeseries(view: RunView) -> dict:
     windows = []
-    for w in view.windows(view.attribution_window):
+    for w in view.windows(view.attribution_window, fold_tail=True):
         span = w.end_s - w.start_s
         windows.append({
             "start_s": w.start_s,

@@ -137,6 +137,22 @@ def test_windows_split_by_time(run):
     assert sum(w.requests for w in ws) == 107 and sum(w.requests for w in ws[2:]) == 106  # 1 s slots
 
 
+def test_a_short_last_window_is_folded_into_the_one_before(run):
+    env, hub, role = run
+    role.pump_local()
+    hub.merger.t0_wall = time.time() - 30.05  # every result of the run ended in its last 0.05 s
+    client = hub.summary()["timeseries"]["client"]
+    assert [(w["start_s"], round(w["end_s"])) for w in client] == [(0.0, 10), (10.0, 20), (20.0, 30)]
+    last = client[-1]
+    tokens = last["output_tokens"]
+    assert tokens >= 40 * 20 + 60 * 10  # the run's (and its warm-up's) tokens
+    # its tokens over the 10.05 s window (~155 tok/s), not over a 0.05 s one (31,000 tok/s)
+    assert last["output_per_s"] == pytest.approx(tokens / (last["end_s"] - 20.0)) and last["output_per_s"] < 200
+    # a tail of half a window or more stays a window of its own
+    hub.merger.t0_wall = time.time() - 35.5
+    assert [w["start_s"] for w in hub.summary()["timeseries"]["client"]] == [0.0, 10.0, 20.0, 30.0]
+
+
 def test_live_rows_per_stage(run):
     env, hub, role = run
     role.pump_local()
