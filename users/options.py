@@ -18,7 +18,7 @@ from workload.argtypes import length_spec, non_negative_int, positive_int, secon
 from workload.datasets import load_prompt_file
 from workload.fallback import FallbackRule
 from workload.routing import ROUTE_TABLE_FORM, ROUTE_TOKENIZERS_FORM, RouteTable, parse_route_tokenizers
-from workload.tokenizers import AUTO, DEFAULT_TOKENIZER, MODEL_TOKENIZERS, TokenizerNotFound, load_tokenizer
+from workload.tokenizers import AUTO, DEFAULT_TOKENIZER, NAMES, TokenizerNotFound, load_tokenizer
 
 INPUT_LEN_DEFAULT = "fixed:512"
 """--input-len: the seed's 512 tokens in."""
@@ -288,7 +288,7 @@ def add_arguments(parser) -> None:
         help=f"Tokenizer for prompts and counts: {AUTO} (default: the served model's, e.g. DeepSeek-V2-Lite -> "
         f"deepseek-v2; {DEFAULT_TOKENIZER} with a warning for an unknown model), a path to tokenizer.json or a "
         f"model folder, a Hugging Face id (loaded by transformers; the hub only without HF_HUB_OFFLINE=1) or one "
-        f"of {', '.join(sorted({DEFAULT_TOKENIZER, *(n for _p, n in MODEL_TOKENIZERS)}))}",
+        f"of {', '.join(NAMES)}",
     )
     add(
         "--prompt-file",
