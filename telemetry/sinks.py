@@ -14,7 +14,7 @@ from pathlib import Path
 
 import orjson
 
-from telemetry.metrics import having
+from telemetry.metrics import REASONING_ONLY, having
 
 Q_COLUMNS = ("count", "mean", "p50", "p90", "p95", "p99", "max")
 
@@ -29,7 +29,10 @@ def console_table(s: dict) -> str:
         f"LLM summary: {s['duration_s']:.1f} s, {s['workers']} worker(s), model {s['model'] or '?'} at {s['host']}",
         f"{'metric (ms)':<14}{'count':>9}{'p50':>10}{'p90':>10}{'p99':>10}{'mean':>10}{'max':>10}",
     ]
+    reasoned = bool(s["tokens"].get("reasoning")) or bool((s.get("thinking_ms") or {}).get("count"))
     for m in having("top"):
+        if m.key in REASONING_ONLY and not reasoned:
+            continue
         q = s[m.summary_key]
         lines.append(
             f"{m.label:<14}{q['count']:>9}" + "".join(f"{_f(q[c]):>10}" for c in ("p50", "p90", "p99", "mean", "max"))
