@@ -12,6 +12,7 @@ import pytest
 from shapes.stage import Stage
 from telemetry.plugin import MasterRole, WorkerRole
 from telemetry.recorder import Recorder
+from telemetry.summary import _delivered
 from tests.telemetry.helpers import fire, local_env
 from tests.telemetry.synthetic import make_result
 
@@ -243,6 +244,18 @@ def test_stage_server_kv_usage_mean_and_max(run):
     assert four["server_kv_usage_mean"] == pytest.approx(0.5) and four["server_kv_usage_max"] == pytest.approx(0.7)
 
 
+def test_a_stages_throughput_is_what_was_delivered_while_it_ran():
+    from types import SimpleNamespace
+
+    slots = {100: SimpleNamespace(output_tokens=100), 101: SimpleNamespace(output_tokens=300),
+             102: SimpleNamespace(output_tokens=50)}  # fmt: skip
+    view = SimpleNamespace(merged=SimpleNamespace(slots=slots), slot_s=1.0, t0_wall=100.0)
+    assert _delivered(view, 0.0, 3.0) == pytest.approx(450.0)
+    # [0.5, 1.5): half of the first second's 100 and half of the second's 300
+    assert _delivered(view, 0.5, 1.5) == pytest.approx(200.0)
+    assert _delivered(view, 3.0, 9.0) == 0.0
+
+
 def test_last_stage_ends_when_the_shape_closed_the_board(run):
     env, hub, role = run
     role.pump_local()
@@ -254,7 +267,8 @@ def test_last_stage_ends_when_the_shape_closed_the_board(run):
     last = s["stages"][-1]
     assert last["end_s"] == pytest.approx(closed_s) and s["duration_s"] == pytest.approx(closed_s + 2.0)
     span = last["end_s"] - last["start_s"]
-    assert last["output_per_s"] == pytest.approx(600 / span)  # 60 requests x 10 tokens over the stage's own span
+    # what was delivered while it ran (every result ended in this last second, slots pro-rated) over its own span
+    assert last["output_per_s"] == pytest.approx(_delivered(hub.view(), last["start_s"], last["end_s"]) / span)
     board.closed_at = None  # not closed: the last stage runs to the end of the run
     assert hub.summary()["stages"][-1]["end_s"] == pytest.approx(closed_s + 2.0)
 
