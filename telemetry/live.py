@@ -30,7 +30,7 @@ def live(view: RunView) -> dict:
                 v = s.quantile(q)
                 row[f"{m}_{name}_ms"] = None if v is None else v * 1000.0
         span = end - start
-        row["output_tok_s"] = sum(c.output_tokens for c in cells) / span if span > 0 else None
+        row["output_tok_s"] = view.delivered_tokens(start, end) / span if span > 0 else None  # as the summary's
         stages.append(row)
     latest = view.server_latest
     return {

@@ -73,21 +73,6 @@ def _counter_delta(series: list[dict], field: str, start_s: float, end_s: float)
     return total
 
 
-def _delivered(view: RunView, start_s: float, end_s: float) -> float:
-    """Output tokens the run delivered in [start_s, end_s): each wall-clock slot's tokens (counted when their request
-    ended) pro-rated by its overlap. A stage's throughput is what the server delivered while the stage ran, not the
-    tokens of the requests drawn in it: a closed loop draws one extra request per user the stage added (its first
-    wave, sent during the ramp) and loses the ones still in flight when it ends, which biased a level by the size
-    of its step (users=8 read +9 % over users=4 on a server capped at 2 sequences)."""
-    total = 0.0
-    for i, slot in view.merged.slots.items():
-        a = i * view.slot_s - view.t0_wall
-        overlap = min(end_s, a + view.slot_s) - max(start_s, a)
-        if overlap > 0:
-            total += slot.output_tokens * overlap / view.slot_s
-    return total
-
-
 def _stage_entry(view: RunView, stage, start_s: float, end_s: float) -> dict:
     cells = view.merged.select(stage=stage.name)
     total, _ok, _err = _counts(cells)
@@ -114,7 +99,7 @@ def _stage_entry(view: RunView, stage, start_s: float, end_s: float) -> dict:
         "end_s": end_s,
         "warmup": bool(getattr(stage, "warmup", False)),
         "requests": total,
-        "output_per_s": _delivered(view, start_s, end_s) / span if span > 0 else None,
+        "output_per_s": view.delivered_tokens(start_s, end_s) / span if span > 0 else None,
         "prompt_tokens_mean": prompt_tokens / prompts if prompts else None,
         **{m.summary_key: q_ms(Recorder.merged_sketch(cells, m.key)) for m in having("per_stage")},
         "client_kv_block_fill": kv.ratio_sum / kv.samples if kv and kv.samples else None,
