@@ -5,7 +5,7 @@ The search shape (``shapes/search.py``) sits below telemetry and cannot compute 
 verdict is :meth:`telemetry.slo.SloSet.evaluate` over the stage's merged cells — the same objectives and rule as the
 end-of-run gate — plus the error rate (``--slo-error-rate``, else :data:`ERROR_RATE_DEFAULT`), and the figures the
 capacity section reports: requests, errors, goodput (requests meeting every per-request objective, per second) and
-output tokens/s over the stage's span.
+output tokens/s delivered during the stage's span (``RunView.delivered_tokens``, as the summary's stage rows).
 
     judge = StageJudge(hub.view, merger.reported_until)
     judge("probe 3 users=8", until_wall=time.time())   # {"complete": True, "passed": False, "checks": [...], ...}
@@ -44,7 +44,6 @@ class StageJudge:
         slos = SloSet(thresholds, set(view.slos.when_reasoning))
         sketches = {k: Recorder.merged_sketch(cells, k) for k in cells[0].sketches} if cells else {}
         checks = slos.evaluate(sketches, (total - ok) / total if total else 0.0) if cells else []
-        out_tokens = sum(c.output_tokens for c in cells)
         e2e = sketches["e2e"].quantile(0.99) if "e2e" in sketches else None
         ttft = sketches["ttft"].quantile(0.99) if "ttft" in sketches else None
         return {
@@ -54,7 +53,7 @@ class StageJudge:
             "requests": total,
             "errors": total - ok,
             "goodput_rps": sum(c.good for c in cells) / span_s if span_s > 0 else None,
-            "output_per_s": out_tokens / span_s if span_s > 0 else None,
+            "output_per_s": view.delivered_tokens(*span) / span_s if span and span_s > 0 else None,
             "span_s": span_s,
             "e2e_p99_s": e2e,
             "ttft_p99_ms": None if ttft is None else ttft * 1000.0,
