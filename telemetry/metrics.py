@@ -207,6 +207,9 @@ CLIENT_METRICS: tuple[ClientMetric, ...] = (
 
 BY_KEY: dict[str, ClientMetric] = {m.key: m for m in CLIENT_METRICS}
 
+PER_REQUEST: tuple[ClientMetric, ...] = tuple(m for m in CLIENT_METRICS if not m.samples)
+"""The metrics with one value per request (not ITL's samples): ``<key>_ms`` in each line of the request log."""
+
 BOUNDS: dict[str, tuple[float, ...]] = {m.key: m.bounds for m in CLIENT_METRICS if m.histogram}
 """Histogram upper bounds per histogram metric (seconds)."""
 

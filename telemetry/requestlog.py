@@ -3,8 +3,9 @@ master, as the workers' reports arrive (a worker holds only what it finished sin
 
 A line (:func:`record_of`): ``request_id``, ``worker`` (Locust's worker index; 0 in a local run), ``user_class``,
 ``name``, ``stage``, ``version``, ``turn``, ``start_unix_s`` (UTC epoch seconds), ``ok``, ``prompt_tokens``,
-``output_tokens``, ``token_source``, ``ttft_ms``, ``ttst_ms``, ``tpot_ms``, ``e2e_ms``, ``client_queue_ms``,
-``decode_span_ms``,
+``output_tokens``, ``token_source``, ``finish_reason``, then ``<key>_ms`` of every per-request client metric
+(:data:`telemetry.metrics.PER_REQUEST`, in registry order: ``ttft_ms``, ``tpot_ms``, ``e2e_ms``, ``decode_span_ms``,
+``client_queue_ms``, ``ttst_ms``, ``prompt_build_ms``, ``ttfa_ms``, ``thinking_ms``; null when the request has none),
 ``chunk_offsets_ms`` (arrival of each token-bearing chunk after the request's start, µs-rounded ms),
 ``chunk_tokens`` (tokens per such chunk), ``error_kind``, ``error_message``. Milliseconds as in the summary; the
 same definitions (users/result.py).
@@ -23,6 +24,7 @@ from typing import IO
 
 import orjson
 
+from telemetry.metrics import PER_REQUEST
 from users.result import GenerationResult
 
 log = logging.getLogger(__name__)
@@ -51,12 +53,7 @@ def record_of(r: GenerationResult, worker: int | None = None) -> dict:
         "output_tokens": r.output_tokens,
         "token_source": r.token_source,
         "finish_reason": r.finish_reason,
-        "ttft_ms": _ms(r.ttft_s),
-        "ttst_ms": _ms(r.ttst_s),
-        "tpot_ms": _ms(r.tpot_s),
-        "e2e_ms": _ms(r.e2e_s),
-        "client_queue_ms": _ms(r.client_queue_s),
-        "decode_span_ms": _ms(r.decode_span_s),
+        **{m.summary_key: _ms(m.take(r)) for m in PER_REQUEST},
         "chunk_offsets_ms": offsets,
         "chunk_tokens": r.chunk_tokens.tolist(),
         "error_kind": r.error_kind,

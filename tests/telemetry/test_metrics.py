@@ -12,10 +12,12 @@ import numpy as np
 import pytest
 
 from shapes.stage import Stage
+from telemetry.compare import rows as compare_rows
 from telemetry.exporter import Exporter
-from telemetry.metrics import BOUNDS, BY_KEY, CLIENT_METRICS, having, keys
+from telemetry.metrics import BOUNDS, BY_KEY, CLIENT_METRICS, PER_REQUEST, having, keys
 from telemetry.recorder import Cell, Recorder, Slot
 from telemetry.report import render
+from telemetry.requestlog import record_of
 from telemetry.sinks import console_table, write_csv
 from tests.deploy.promql import CLIENT_METRICS as KNOWN_CLIENT_NAMES
 from tests.support import ROOT
@@ -90,6 +92,7 @@ def run(tmp_path_factory):
                                   chunk_tokens=rng.integers(1, 3, 12) if i % 2 else None, queue=0.002,
                                   version=VERSIONS[i % 2], reasoning_chunks=4 if i % 3 == 0 else 0))  # fmt: skip
     role.pump_local()
+    lines = [record_of(make_result(tokens=12, reasoning_chunks=4, queue=0.002)), record_of(make_result(tokens=1))]
     summary = hub.summary()
     stats, stages = write_csv(summary, str(tmp / "run"))
     out = {
@@ -99,6 +102,8 @@ def run(tmp_path_factory):
         "stats": list(csv.DictReader(open(stats))),
         "stages_csv": list(csv.DictReader(open(stages))),
         "report": render(summary),
+        "jsonl": lines,
+        "compare": compare_rows(summary, summary),
         "exporter": Exporter(hub.view, port=0).registry,
         "live": hub.live(),
         "web": llm_rows(hub.live(), users=6),
@@ -174,6 +179,33 @@ def test_live_view_and_web_tab_have_every_metric(m, run):
             assert titles[f"{m.key}_{quantile}"] == f"{m.label} {quantile} (ms)"
             stage_rows = [r for r in run["web"] if r["stage"] in STAGES]
             assert len(stage_rows) == 2 and all(r[f"{m.key}_{quantile}"] not in ("—", "") for r in stage_rows)
+
+
+@pytest.mark.parametrize("m", CLIENT_METRICS, ids=lambda m: m.key)
+def test_request_log_has_every_per_request_metric(m, run):
+    """One value per request: ``<key>_ms`` in every line (null when that request has none, as a one-token answer
+    has no TTST); sample metrics (ITL, inter-chunk) are the line's chunk offsets and tokens."""
+    full, one_token = run["jsonl"]
+    if m.samples:
+        assert m.summary_key not in full and len(full["chunk_offsets_ms"]) == sum(full["chunk_tokens"]) == 12
+        return
+    assert m in PER_REQUEST and m.summary_key in full and m.summary_key in one_token
+    assert full[m.summary_key] is not None, "take() gave no value for a 12-token reasoning stream"
+
+
+@pytest.mark.parametrize("m", CLIENT_METRICS, ids=lambda m: m.key)
+def test_compare_has_every_metric_the_summary_has(m, run):
+    """``telemetry.compare`` rows (and so its --fail-on names): p50 and p99 of each metric in each scope where the
+    summary has it."""
+    rows = {(r.scope, r.figure): r for r in run["compare"]}
+    scopes = {"run": m.top, **{f"stage {st}": m.per_stage for st in STAGES},
+              **{f"version {v}": m.versions for v in VERSIONS}}  # fmt: skip
+    for scope, has in scopes.items():
+        for q in ("p50", "p99"):
+            assert ((scope, f"{m.key}_{q}") in rows) == has, (scope, q)
+            if has:
+                row = rows[(scope, f"{m.key}_{q}")]
+                assert row.base == row.new is not None and row.delta == 0
 
 
 def _table(html: str, section: str) -> str:
