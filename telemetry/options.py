@@ -1,6 +1,6 @@
 """Locust options of the telemetry package (docs/architecture.md "… an option"); each mirrors ``LOCUST_<NAME>``.
 
-locust ... --prometheus-port 9646 --slo-preset seed --llm-summary-json results/summary.json
+locust ... --prometheus-port 9646 --slo-preset interactive --llm-summary-json results/summary.json
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from pathlib import Path
 
 from telemetry.compare import CompareError, load
 from telemetry.metrics import CLIENT_METRICS
-from telemetry.slo import PRESETS
+from telemetry.slo import PRESET_CHOICES
 from workload.argtypes import (
     fraction,
     milliseconds,
@@ -210,12 +210,14 @@ def add_arguments(parser) -> None:
         help="SLO: inter-token latency p95 at most MS milliseconds",
     )
     a(
+        "--slo-decode-span-p99-ms",
         "--slo-drift-p99-ms",
         type=milliseconds,
         metavar="MS",
-        env_var="LOCUST_SLO_DRIFT_P99_MS",
+        env_var="LOCUST_SLO_DECODE_SPAN_P99_MS",
         default=None,
-        help="SLO: decode span (last token - first token) p99 at most MS milliseconds",
+        help="SLO: decode span (last token - first token) p99 at most MS milliseconds (--slo-drift-p99-ms: its "
+        "old name, still accepted)",
     )
     a(
         "--slo-error-rate",
@@ -227,10 +229,11 @@ def add_arguments(parser) -> None:
     )
     a(
         "--slo-preset",
-        choices=sorted(PRESETS),
+        choices=PRESET_CHOICES,
         env_var="LOCUST_SLO_PRESET",
         default=None,
-        help="SLO preset: seed = TTFT p99 800 ms, ITL p95 120 ms, decode span p99 2500 ms (explicit options win)",
+        help="SLO preset: interactive = TTFT p99 800 ms, ITL p95 120 ms, decode span p99 2500 ms (explicit options "
+        "win; seed: its old name, still accepted)",
     )
     a(
         "--llm-stop-on",

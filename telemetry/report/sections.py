@@ -171,7 +171,7 @@ def _span(st: Mapping) -> float | None:
 def slo(s: Mapping) -> str:
     checks = (s.get("slo") or {}).get("checks") or []
     if not checks:
-        return section("slo", "SLO verdicts", note("No SLO configured (--slo-preset seed or --slo-*)."))
+        return section("slo", "SLO verdicts", note("No SLO configured (--slo-preset interactive or --slo-*)."))
     rows = [[escape(str(c.get("name"))), num(c.get("threshold"), 3), num(c.get("value"), 3), badge(c.get("passed"))]
             for c in checks]
     verdict = badge((s.get("slo") or {}).get("passed"))

@@ -18,7 +18,7 @@ class _Nobody(User):
 
 def options(**overrides) -> argparse.Namespace:
     base = dict(prometheus_port=0, prometheus_host="127.0.0.1", server_metrics_url="off", server_metrics_interval=2.0,
-                slo_ttft_p99_ms=None, slo_itl_p95_ms=None, slo_drift_p99_ms=None, slo_error_rate=None,
+                slo_ttft_p99_ms=None, slo_itl_p95_ms=None, slo_decode_span_p99_ms=None, slo_error_rate=None,
                 slo_preset=None, attribution_window=10.0, llm_summary_json=None, llm_csv=None, llm_report=None,
                 model="tiny", num_users=4, input_len="fixed:512", headless=True)  # fmt: skip
     base.update(overrides)

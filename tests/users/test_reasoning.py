@@ -102,8 +102,8 @@ def test_result_ttfa_and_thinking_span():
     assert plain.ttfa_s == pytest.approx(plain.ttft_s) and plain.thinking_s is None and plain.answer_tokens == 10
 
 
-def test_seed_preset_bounds_ttfa_only_when_the_model_reasons():
-    slos = SloSet.from_options(options(slo_preset="seed"))
+def test_interactive_preset_bounds_ttfa_only_when_the_model_reasons():
+    slos = SloSet.from_options(options(slo_preset="interactive"))
     slow_answer = make_result(ttft=0.1, itl=0.05, tokens=40, reasoning_chunks=30)  # TTFA 1.6 s > 800 ms
     assert not slos.request_meets(slow_answer) and slos.request_meets(make_result(ttft=0.1, itl=0.05, tokens=40))
     sk = {k: LogSketch() for k in ("ttft", "ttfa", "itl", "decode_span", "thinking")}

@@ -32,7 +32,7 @@ BAD = [
     ("server_metrics_interval", "0", "expected"),
     ("slo_ttft_p99_ms", "abc", "expected"),
     ("slo_error_rate", "2", "expected"),
-    ("slo_preset", "nope", "'nope' is not one of seed"),
+    ("slo_preset", "nope", "'nope' is not one of interactive, seed"),
     ("llm_stop_on", "batching,nope", "nope"),
     ("attribution_window", "0", "expected"),
     ("batching_p99_rise", "-1", "expected"),
