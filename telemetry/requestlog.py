@@ -1,8 +1,9 @@
 """Per-request records: ``--llm-requests-jsonl PATH`` writes one JSON line per LLM request of every worker, on the
 master, as the workers' reports arrive (a worker holds only what it finished since its last report, ~3 s).
 
-A line (:func:`record_of`): ``request_id``, ``worker`` (Locust's worker index; 0 in a local run), ``user_class``,
-``name``, ``stage``, ``version``, ``turn``, ``start_unix_s`` (UTC epoch seconds), ``ok``, ``prompt_tokens``,
+A line (:func:`record_of`): every label of the request (the fields of :class:`users.result.RequestMeta`: ``stage``,
+``max_tokens``, ``batch_size``, ``version``, ``turn``, ``user_class``, ``name``, ``request_id``), ``worker``
+(Locust's worker index; 0 in a local run), ``start_unix_s`` (UTC epoch seconds), ``ok``, ``prompt_tokens``,
 ``output_tokens``, ``token_source``, ``finish_reason``, then ``<key>_ms`` of every per-request client metric
 (:data:`telemetry.metrics.PER_REQUEST`, in registry order: ``ttft_ms``, ``tpot_ms``, ``e2e_ms``, ``decode_span_ms``,
 ``client_queue_ms``, ``ttst_ms``, ``prompt_build_ms``, ``ttfa_ms``, ``thinking_ms``; null when the request has none),
@@ -19,15 +20,17 @@ The vLLM-bench result (telemetry/vllmbench.py) is built from these lines at the 
 from __future__ import annotations
 
 import logging
+from dataclasses import fields
 from pathlib import Path
 from typing import IO
 
 import orjson
 
 from telemetry.metrics import PER_REQUEST
-from users.result import GenerationResult
+from users.result import GenerationResult, RequestMeta
 
 log = logging.getLogger(__name__)
+_LABELS = tuple(f.name for f in fields(RequestMeta))
 REPORT_KEY = "llm_requests"
 """Where a worker's report carries its records since the last report."""
 
@@ -40,13 +43,8 @@ def record_of(r: GenerationResult, worker: int | None = None) -> dict:
     """The JSONL line of one request (``worker`` is set by the master, which knows the sender)."""
     offsets = ((r.chunk_times - r.t0) * 1000.0).round(3).tolist() if len(r.chunk_times) else []
     return {
-        "request_id": r.request_id,
+        **{label: getattr(r.meta, label) for label in _LABELS},
         "worker": worker,
-        "user_class": r.user_class,
-        "name": r.name,
-        "stage": r.stage,
-        "version": r.version,
-        "turn": r.turn,
         "start_unix_s": r.wall_start,
         "ok": r.ok,
         "prompt_tokens": r.prompt_tokens,

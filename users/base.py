@@ -153,17 +153,10 @@ class LLMUser(FastHttpUser):
             path=target.path,
             body=orjson.dumps(api.body(inp)),
             headers={**target.headers, HEADER_REQUEST_ID: rid, HEADER_TRACEPARENT: traceparent},
-            name=self._request_name,
-            user_class=type(self).__name__,
-            stage=inp.stage,
+            meta=replace(inp.meta, user_class=type(self).__name__, name=self._request_name, request_id=rid),
             stream=api.stream,
             prompt_tokens_client=inp.prompt_tokens,
-            max_tokens=inp.max_tokens,
-            batch_size=inp.prompts,
-            version=inp.version,
             answer=api.answer if conv is None else conv.answer,
-            request_id=rid,
-            turn=inp.turn,
             opens_thinking=self.settings.opens_thinking and api.chat,
         )
         built_s = time.perf_counter() - building
@@ -176,7 +169,7 @@ class LLMUser(FastHttpUser):
         result = replace(result, prompt_build_s=built_s)
         env.events.request.fire(
             request_type="LLM",
-            name=call.name,
+            name=call.meta.name,
             response_time=result.e2e_s * 1000.0,
             response_length=result.output_tokens,
             exception=None if result.ok else LLMError(result.error_kind or "", _detail(result)),

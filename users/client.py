@@ -44,7 +44,7 @@ from users.adapters.base import Answer
 from users.adapters.openai import OPENAI
 from users.faults import LLMError, StreamFault, quote
 from users.inflight import Inflight, LiveRequest
-from users.result import GenerationResult
+from users.result import GenerationResult, RequestMeta
 from users.sse import SSEParser
 from users.tally import StreamTally
 from users.watchdog import Stalled
@@ -63,22 +63,14 @@ class Call:
     path: str
     body: bytes
     headers: dict[str, str]
-    name: str
-    user_class: str
-    stage: str
+    meta: RequestMeta
+    """The request's labels, handed to its result as they are (the same object)."""
     stream: bool
     prompt_tokens_client: int
-    max_tokens: int
-    batch_size: int = 1
-    version: str | None = None
     answer: Answer = OPENAI
     """How to read the answer (the adapter's)."""
     opens_thinking: bool = False
     """The prompt ends inside ``<think>`` (R1's chat template): the stream starts as reasoning."""
-    request_id: str | None = None
-    """The X-Request-Id the headers carry (:mod:`users.tracing`)."""
-    turn: int | None = None
-    """The turn of its conversation (``--turns``), else None."""
 
 
 def _kind_of_status(status: int) -> str:
@@ -309,20 +301,8 @@ def _restamped(t: float | None, times: list[float], arrivals: np.ndarray) -> flo
 
 
 def _base(call: Call, t0: float, t_sent: float, wall: float) -> dict:
-    return {
-        "user_class": call.user_class,
-        "name": call.name,
-        "stage": call.stage,
-        "t0": t0,
-        "t_sent": t_sent,
-        "prompt_tokens_client": call.prompt_tokens_client,
-        "max_tokens": call.max_tokens,
-        "batch_size": call.batch_size,
-        "version": call.version,
-        "wall_start": wall,
-        "request_id": call.request_id,
-        "turn": call.turn,
-    }
+    return {"meta": call.meta, "t0": t0, "t_sent": t_sent, "prompt_tokens_client": call.prompt_tokens_client,
+            "wall_start": wall}  # fmt: skip
 
 
 def _failed(call: Call, kind: str, message: str, t0: float, t_sent: float, wall: float, tally: StreamTally):

@@ -216,6 +216,7 @@ def _exchange(t: Transcript, count_text=None):
     from geventhttpclient import HTTPClient
 
     from users.client import Call, exchange
+    from users.result import RequestMeta
 
     server = ReplayServer(t)
     http = HTTPClient("127.0.0.1", server.port, network_timeout=10, connection_timeout=5)
@@ -224,12 +225,9 @@ def _exchange(t: Transcript, count_text=None):
         path=t.meta["path"],
         body=json.dumps(request).encode(),
         headers={"Content-Type": "application/json"},
-        name=f"POST {t.meta['path']} [stream]",
-        user_class="Replay",
-        stage="main",
+        meta=RequestMeta(max_tokens=request["max_tokens"], user_class="Replay", name=f"POST {t.meta['path']} [stream]"),
         stream=True,
         prompt_tokens_client=0,
-        max_tokens=request["max_tokens"],
     )
     try:
         return exchange(http, call, count_text=count_text)

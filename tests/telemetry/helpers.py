@@ -37,6 +37,6 @@ def local_env(board: bool = True, **opts) -> tuple[Environment, TelemetryHub, Lo
 
 
 def fire(env: Environment, result) -> None:
-    env.events.request.fire(request_type="POST", name=result.name, response_time=result.e2e_s * 1000,
+    env.events.request.fire(request_type="POST", name=result.meta.name, response_time=result.e2e_s * 1000,
                             response_length=result.output_tokens, exception=None,
                             context={"llm_result": result})  # fmt: skip

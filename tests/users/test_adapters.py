@@ -19,6 +19,7 @@ from users.adapters.openai import OPENAI, STREAM_OPTIONS
 from users.faults import LLMError, StreamFault, quote
 from users.inflight import Inflight, LiveRequest
 from users.request import RequestInput, Route, draw
+from users.result import RequestMeta
 from users.settings import RunSettings
 from users.sse import SSEParser
 from users.tally import StreamTally
@@ -32,7 +33,7 @@ def settings(**kw) -> RunSettings:
 
 
 def request_input(adapter: Adapter, texts: tuple[str, ...]) -> RequestInput:
-    return RequestInput(texts, 11, 8, dict(SAMPLING), "main", adapter.model_input(texts))
+    return RequestInput(texts, 11, dict(SAMPLING), adapter.model_input(texts), RequestMeta(max_tokens=8))
 
 
 # --- the registry --------------------------------------------------------------------------------
@@ -171,9 +172,9 @@ def test_draw_takes_the_output_length_then_the_prompts_from_the_stage() -> None:
     p = twin.prompt(True, "fixed:40")
     assert (inp.max_tokens, inp.texts, inp.prompt_tokens) == (max_tokens, (p.text,), p.tokens)
     assert p.tokens == 40 and 4 <= max_tokens <= 400
-    assert inp.sampling == twin.sampling(max_tokens) and inp.stage == "len=fixed:40"
+    assert inp.sampling == twin.sampling(max_tokens) and inp.meta.stage == "len=fixed:40"
     assert inp.model_input == [{"role": "user", "content": p.text}]
-    assert (inp.prompts, inp.route, inp.version) == (1, None, None)
+    assert (inp.prompts, inp.route, inp.meta.version) == (1, None, None)
 
 
 def test_draw_of_a_batch_carries_batch_size_prompts() -> None:
@@ -192,15 +193,17 @@ def test_draw_routes_by_the_fingerprint_of_what_the_body_carries() -> None:
     for _ in range(30):
         inp = draw(s, ADAPTERS["completions"], Stage("main"))
         assert isinstance(inp.route, Route) and inp.route == Route(*s.route(inp.texts[0]))
-        assert inp.version == inp.route.version == inp.route.headers["X-Tokenizer-Version"]
-        seen.add(inp.version)
+        assert inp.meta.version == inp.route.version == inp.route.headers["X-Tokenizer-Version"]
+        seen.add(inp.meta.version)
     assert seen == {"v1", "beta"}
 
 
 def test_request_input_is_frozen() -> None:
     inp = request_input(ADAPTERS["chat"], ("x",))
     with pytest.raises(AttributeError):
-        inp.max_tokens = 3  # type: ignore[misc]
+        inp.prompt_tokens = 3  # type: ignore[misc]
+    with pytest.raises(AttributeError):  # the labels too: one record, shared by reference down to the result
+        inp.meta.max_tokens = 3  # type: ignore[misc]
 
 
 # --- liveness, apart from the tally --------------------------------------------------------------

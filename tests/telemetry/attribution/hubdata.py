@@ -12,7 +12,7 @@ from telemetry.hub import TelemetryHub
 from telemetry.merger import Merger
 from telemetry.scraper import ServerScraper
 from telemetry.view import RunView
-from users.result import GenerationResult
+from users.result import GenerationResult, RequestMeta
 
 LE = [0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, math.inf]
 
@@ -63,7 +63,7 @@ def merger_from(specs: list[Spec], window_s: float = 10.0, scrape_s: float = 2.0
             first = t0 + sp.ttft
             chunks = first + np.arange(5) * sp.itl
             rec.record(GenerationResult(
-                user_class="U", name="n", stage="main", ok=True, error_kind=None, error_message=None, t0=t0, t_sent=t0,
+                RequestMeta(user_class="U", name="n"), ok=True, error_kind=None, error_message=None, t0=t0, t_sent=t0,
                 t_end=chunks[-1] + 0.001, chunk_times=chunks, chunk_tokens=np.ones(5, dtype=np.int64),
                 output_tokens=5, prompt_tokens=10))  # fmt: skip
             cum.observe("ttft", sp.ttft * 0.9)
