@@ -1,6 +1,6 @@
 """``environment.llm_telemetry``: how other packages read the run's LLM numbers and add to its summary.
 
-It writes nothing of the run: the :class:`~telemetry.merger.Merger` (written by the telemetry roles) holds the
+It writes nothing of the run: the :class:`~telemetry.runstate.RunState` (written by the telemetry roles) holds the
 state; :meth:`TelemetryHub.view` takes a read-only :class:`~telemetry.view.RunView` of it with this process's
 options, host, stage board and user count, and the summary and live figures are functions of that view.
 
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from telemetry.hooks import SummaryHooks
 from telemetry.live import live
-from telemetry.merger import Merger
+from telemetry.runstate import RunState
 from telemetry.summary import build_summary
 from telemetry.view import RunView
 
@@ -22,9 +22,9 @@ from telemetry.view import RunView
 class TelemetryHub:
     """The read side of one process's telemetry, plus the registry of summary sections and sinks."""
 
-    def __init__(self, environment, merger: Merger | None = None, hooks: SummaryHooks | None = None) -> None:
+    def __init__(self, environment, merger: RunState | None = None, hooks: SummaryHooks | None = None) -> None:
         self.environment = environment
-        self.merger = merger if merger is not None else Merger()
+        self.merger = merger if merger is not None else RunState()
         self.hooks = hooks if hooks is not None else SummaryHooks()
 
     def view(self) -> RunView:

@@ -46,7 +46,7 @@ from users.faults import LLMError, StreamFault, quote
 from users.inflight import Inflight, LiveRequest
 from users.result import GenerationResult, RequestMeta
 from users.sse import SSEParser
-from users.tally import StreamTally
+from users.tally import StreamTally, Think
 from users.watchdog import Stalled
 
 _RECV = 16384  # bytes per read: several events when the client falls behind; cheaper to allocate than 64 KiB
@@ -108,7 +108,7 @@ def exchange(
     wall = time.time()
     tally = call.answer.tally(call.prompt_tokens_client)
     if call.opens_thinking:
-        tally.think = 1
+        tally.think = Think.INSIDE
     resp: HTTPSocketPoolResponse | None = None
     pool = http._connection_pool
     sendstamp.install(pool)
@@ -145,7 +145,7 @@ def exchange(
     except LLMError as e:  # a StreamFault too (found in the answer)
         return _failed(call, e.kind, str(e), t0, t_sent, wall, tally)
     except Stalled:
-        detail = f"no byte for the request timeout after {tally.out} tokens"
+        detail = f"no byte for the request timeout after {tally.output_tokens} tokens"
         return _failed(call, "timeout", f"timeout: {detail}", t0, t_sent, wall, tally)
     finally:
         live.live = False
@@ -181,7 +181,7 @@ def _read_stream(resp: HTTPSocketPoolResponse, tally: StreamTally, live: LiveReq
     if resp.message_complete or sock is None:
         # The whole (short) stream came with the headers; the pool may already have taken the socket back.
         if not resp.message_complete:
-            raise LLMError("stream_cut", f"connection closed mid-stream after {tally.out} tokens")
+            raise LLMError("stream_cut", f"connection closed mid-stream after {tally.output_tokens} tokens")
         add(parser.close(), t)
         return t
     raw, readable = _raw_reader(sock)
@@ -210,7 +210,7 @@ def _read_stream(resp: HTTPSocketPoolResponse, tally: StreamTally, live: LiveReq
                 live.last = t = perf()
             _cfeed(resp, data)  # b"" at EOF completes a body delimited by the connection's end
             if not data and not resp.message_complete:
-                raise LLMError("stream_cut", f"connection closed mid-stream after {tally.out} tokens")
+                raise LLMError("stream_cut", f"connection closed mid-stream after {tally.output_tokens} tokens")
             if pending:
                 chunk = pending[0] if len(pending) == 1 else b"".join(pending)
                 pending.clear()
@@ -218,9 +218,10 @@ def _read_stream(resp: HTTPSocketPoolResponse, tally: StreamTally, live: LiveReq
                 if events:
                     add(events, t)
     except TimeoutError:
-        raise LLMError("timeout", f"stream stalled past the request timeout after {tally.out} tokens") from None
+        stalled = f"stream stalled past the request timeout after {tally.output_tokens} tokens"
+        raise LLMError("timeout", stalled) from None
     except (OSError, HTTPParseError) as e:
-        raise LLMError("stream_cut", f"{type(e).__name__} after {tally.out} tokens: {e}") from None
+        raise LLMError("stream_cut", f"{type(e).__name__} after {tally.output_tokens} tokens: {e}") from None
     finally:
         if raw is not None:
             readable.stop()
@@ -311,9 +312,9 @@ def _failed(call: Call, kind: str, message: str, t0: float, t_sent: float, wall:
         error_kind=kind,
         error_message=message,
         t_end=time.perf_counter(),
-        chunk_times=_arrivals(tally.times),
-        chunk_tokens=np.asarray(tally.ks, dtype=np.int64),
-        output_tokens=tally.ct if tally.ct is not None else tally.out,
+        chunk_times=_arrivals(tally.chunk_times),
+        chunk_tokens=np.asarray(tally.chunk_tokens, dtype=np.int64),
+        output_tokens=tally.usage_tokens if tally.usage_tokens is not None else tally.output_tokens,
         prompt_tokens=tally.prompt_tokens or 0,
         finish_reason=tally.finish_reason,
         **_base(call, t0, t_sent, wall),
@@ -323,27 +324,27 @@ def _failed(call: Call, kind: str, message: str, t0: float, t_sent: float, wall:
 def _stream_result(call, tally: StreamTally, t0, t_sent, t_end, wall, count_text) -> GenerationResult:
     missing = call.answer.stream_missing(tally)
     if missing:
-        raise LLMError("stream_cut", f"stream ended without {' and '.join(missing)} after {tally.out} tokens")
-    if not tally.times:
+        raise LLMError("stream_cut", f"stream ended without {' and '.join(missing)} after {tally.output_tokens} tokens")
+    if not tally.chunk_times:
         raise LLMError("empty", "the stream carried no token")
-    if tally.ct is not None:
-        output, source = tally.ct, "usage"
+    if tally.usage_tokens is not None:
+        output, source = tally.usage_tokens, "usage"
     else:
-        output = count_text("".join(tally.texts)) if count_text else tally.out
+        output = count_text("".join(tally.texts)) if count_text else tally.output_tokens
         source = "tokenizer" if count_text else "chunks"
-    arrivals = _arrivals(tally.times)
+    arrivals = _arrivals(tally.chunk_times)
     return GenerationResult(
         ok=True,
         error_kind=None,
         error_message=None,
         t_end=t_end,
         chunk_times=arrivals,
-        chunk_tokens=np.asarray(tally.ks, dtype=np.int64),
+        chunk_tokens=np.asarray(tally.chunk_tokens, dtype=np.int64),
         output_tokens=output,
         prompt_tokens=tally.prompt_tokens if tally.prompt_tokens is not None else call.prompt_tokens_client,
         token_source=source,
-        t_reasoning=_restamped(tally.t_reason, tally.times, arrivals),
-        t_answer=_restamped(tally.t_answer, tally.times, arrivals),
+        t_reasoning=_restamped(tally.t_reason, tally.chunk_times, arrivals),
+        t_answer=_restamped(tally.t_answer, tally.chunk_times, arrivals),
         reasoning_tokens=min(tally.reasoning_tokens(count_text), output),
         finish_reason=tally.finish_reason,
         **_base(call, t0, t_sent, wall),

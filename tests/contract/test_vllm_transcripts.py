@@ -118,13 +118,13 @@ def test_random_read_splits_give_the_recorded_events_and_tokens(name: str, seed:
 
     ks = reference_tokens(t)
     when = completion_times(t.body, pieces)
-    assert tally.ks == [k for k in ks if k > 0]
-    assert tally.times == [w for w, k in zip(when, ks, strict=True) if k > 0]
+    assert tally.chunk_tokens == [k for k in ks if k > 0]
+    assert tally.chunk_times == [w for w, k in zip(when, ks, strict=True) if k > 0]
     if t.usage is not None:
         assert tally.prompt_tokens == t.usage["prompt_tokens"]
-        assert tally.ct == t.usage["completion_tokens"] == t.meta["request"]["max_tokens"] * _prompts(t)
+        assert tally.usage_tokens == t.usage["completion_tokens"] == t.meta["request"]["max_tokens"] * _prompts(t)
     else:
-        assert tally.ct is None and tally.prompt_tokens is None
+        assert tally.usage_tokens is None and tally.prompt_tokens is None
 
 
 @pytest.mark.parametrize("name", [n for n in STREAMS if "continuous" in n])
@@ -134,7 +134,7 @@ def test_continuous_usage_counts_every_token_in_chunks(name: str):
     t = load_transcript(name)
     _, tally = replay([t.body])
     assert tally.continuous
-    assert sum(tally.ks) == tally.out == t.usage["completion_tokens"]
+    assert sum(tally.chunk_tokens) == tally.output_tokens == t.usage["completion_tokens"]
 
 
 @pytest.mark.parametrize("name", [n for n in STREAMS if "continuous" not in n and "batch" not in n])
@@ -144,8 +144,8 @@ def test_without_continuous_usage_empty_chunks_bear_no_token(name: str):
     t = load_transcript(name)
     contents = [_text(p) for p in t.payloads if p != b"[DONE]" and json.loads(p).get("choices")]
     _, tally = replay([t.body])
-    assert tally.out == sum(1 for c in contents if c)
-    assert tally.out < t.meta["request"]["max_tokens"]  # the recording holds at least one empty chunk
+    assert tally.output_tokens == sum(1 for c in contents if c)
+    assert tally.output_tokens < t.meta["request"]["max_tokens"]  # the recording holds at least one empty chunk
 
 
 @pytest.mark.parametrize("name", [n for n in STREAMS if load_transcript(n).is_chat])
@@ -155,9 +155,9 @@ def test_role_chunk_bears_no_token(name: str):
     assert first["choices"][0]["delta"].get("role") == "assistant"
     tally = StreamTally()
     tally.add(t.payloads[:1], 0.0)
-    assert tally.out == 0 and tally.times == []
+    assert tally.output_tokens == 0 and tally.chunk_times == []
     tally.add(t.payloads[1:2], 1.0)
-    assert tally.times == [1.0]
+    assert tally.chunk_times == [1.0]
 
 
 @pytest.mark.parametrize("name", ERRORS)

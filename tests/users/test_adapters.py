@@ -13,7 +13,7 @@ from shapes.stage import Stage
 from tests.fixtures.sse import load_transcript
 from users import BatchCompletionUser, StreamingChatUser, StreamingCompletionUser
 from users.adapters import ADAPTERS, adapter_named, register
-from users.adapters.base import Adapter, Whole
+from users.adapters.base import Adapter, WholeAnswer
 from users.adapters.chat import ChatAdapter
 from users.adapters.openai import OPENAI, STREAM_OPTIONS
 from users.faults import LLMError, StreamFault, quote
@@ -110,10 +110,10 @@ def test_the_adapters_classifier_counts_a_recorded_stream(name: str) -> None:
     adapter = ADAPTERS["chat" if t.is_chat else "completions"]
     tally = adapter.answer.tally(5)
     tally.add(SSEParser().feed(t.body), 1.0)
-    assert tally.prompt == 5 and tally.out == sum(tally.ks) > 0
+    assert tally.client_prompt_tokens == 5 and tally.output_tokens == sum(tally.chunk_tokens) > 0
     assert adapter.answer.stream_missing(tally) == ()
     if t.usage is not None:
-        assert tally.ct == t.usage["completion_tokens"] and tally.prompt_tokens == t.usage["prompt_tokens"]
+        assert tally.usage_tokens == t.usage["completion_tokens"] and tally.prompt_tokens == t.usage["prompt_tokens"]
 
 
 def test_end_of_stream_needs_done_and_a_finish_reason() -> None:
@@ -132,10 +132,10 @@ def test_end_of_stream_needs_done_and_a_finish_reason() -> None:
 def test_whole_answer_takes_usage_else_counts_the_text() -> None:
     usage = {"choices": [{"text": "a", "finish_reason": "length"}, {"text": "b", "finish_reason": "stop"}],
              "usage": {"prompt_tokens": 9, "completion_tokens": 6}}
-    assert OPENAI.parse_whole(json.dumps(usage).encode(), None) == Whole(6, 9, "usage", 0, "length")
+    assert OPENAI.parse_whole(json.dumps(usage).encode(), None) == WholeAnswer(6, 9, "usage", 0, "length")
     texts = {"choices": [{"text": "ab"}, {"message": {"content": "xyz"}}, {"text": None}]}
-    assert OPENAI.parse_whole(json.dumps(texts).encode(), len) == Whole(5, None, "tokenizer")
-    assert OPENAI.parse_whole(json.dumps(texts).encode(), None) == Whole(0, None, "tokenizer")
+    assert OPENAI.parse_whole(json.dumps(texts).encode(), len) == WholeAnswer(5, None, "tokenizer")
+    assert OPENAI.parse_whole(json.dumps(texts).encode(), None) == WholeAnswer(0, None, "tokenizer")
 
 
 @pytest.mark.parametrize(

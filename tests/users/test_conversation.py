@@ -104,7 +104,7 @@ def test_transcript_tally_keeps_content_and_counts_like_the_plain_one():
     chunk = {"choices": [{"index": 0, "delta": {"content": " hi"}, "finish_reason": None}],
              "usage": {"prompt_tokens": 10, "completion_tokens": 1}}  # fmt: skip
     t.add([orjson.dumps(chunk), b"[DONE]"], 2.0)
-    assert t.answer == [" hi"] and t.out == 1 and t.times == [2.0] and t.done
+    assert t.answer == [" hi"] and t.output_tokens == 1 and t.chunk_times == [2.0] and t.done
 
 
 @pytest.mark.parametrize("text, value", [("2", "fixed:2"), ("fixed:0.5", "fixed:0.5"), ("uniform:1:3", "uniform:1:3")])

@@ -1,4 +1,4 @@
-"""A real Merger filled with synthetic results and scraped server samples, window by window; its view, its hub."""
+"""A real RunState filled with synthetic results and scraped server samples, window by window; its view, its hub."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import numpy as np
 from locust.env import Environment
 
 from telemetry.hub import TelemetryHub
-from telemetry.merger import Merger
+from telemetry.runstate import RunState
 from telemetry.scraper import ServerScraper
 from telemetry.view import RunView
 from users.result import GenerationResult, RequestMeta
@@ -49,9 +49,9 @@ class _Cum:
                 for name, c in self.cum.items()}
 
 
-def merger_from(specs: list[Spec], window_s: float = 10.0, scrape_s: float = 2.0) -> Merger:
+def merger_from(specs: list[Spec], window_s: float = 10.0, scrape_s: float = 2.0) -> RunState:
     """No Locust environment: the merged store, the scraper's series and the run's clock only."""
-    merger = Merger()
+    merger = RunState()
     rec = merger.merged
     t0_perf = merger.t0_wall - rec._wall_offset  # perf_counter value at the run start
     cum, preempt = _Cum(), 0
