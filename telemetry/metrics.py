@@ -161,10 +161,10 @@ CLIENT_METRICS: tuple[ClientMetric, ...] = (
     ClientMetric("inter_chunk", "inter-chunk", _gaps, samples=True),
     ClientMetric(
         "decode_span", "decode span", attrgetter("decode_span_s"),
-        prom_name="llm_decode_span_seconds", prom_help="Last token minus first token per request (the seed's drift)",
+        prom_name="llm_decode_span_seconds", prom_help="Last token minus first token per request (cumulative drift)",
         bounds=VLLM_REQUEST, versions=True, distribution=True, panel="p99",
         panel_title="Decode span p99 (cumulative drift)",
-        panel_help="Last token minus first token, per request (the seed's cumulative drift, SLO 2500 ms).",
+        panel_help="Last token minus first token, per request (cumulative drift; SLO preset interactive: p99 2500 ms).",
     ),
     ClientMetric(
         "client_queue", "queue", lambda r: max(r.client_queue_s, 0.0), top=False, per_stage=True,

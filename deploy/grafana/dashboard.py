@@ -5,7 +5,7 @@
 
 The JSON is committed (Grafana provisions it as a file); this script is its source so the PromQL stays
 readable. Client-side series are the Locust master's `llm_*` metrics; server-side series are vLLM's own
-`vllm:*` (V1 names, plus the legacy names of older servers such as the seed's v0.6.3) and the master's
+`vllm:*` (V1 names, plus the legacy names of older servers such as v0.6.3) and the master's
 relayed `llm_server_*`; GPU memory and utilization come from `server.gpu_exporter` or, where a cluster runs
 NVIDIA's dcgm-exporter instead, from `DCGM_FI_DEV_FB_USED` / `DCGM_FI_DEV_FB_FREE` (MiB) and `DCGM_FI_DEV_GPU_UTIL`
 (%), whichever exists (PromQL `or`, ours first). Stage boundaries are annotations drawn from `llm_stage_info`. The

@@ -1,4 +1,4 @@
-"""The console's per-stage table: full stage names, every column of issue 5, warm-up marked, the saturation line."""
+"""The console's per-stage table: full stage names, every column, warm-up marked, the saturation line."""
 
 from __future__ import annotations
 

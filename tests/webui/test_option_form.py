@@ -1,5 +1,5 @@
 """The start form refuses every invalid option value with the option's name and the accepted forms, and starts
-nothing (issue 17): HTTP POSTs to a real ``locust`` web UI process, as the browser's start form sends them."""
+nothing: HTTP POSTs to a real ``locust`` web UI process, as the browser's start form sends them."""
 
 from __future__ import annotations
 
