@@ -97,7 +97,8 @@ def add_arguments(parser) -> None:
         env_var="LOCUST_LLM_REQUESTS_JSONL",
         default=None,
         help="Write one JSON line per LLM request of every worker to PATH, on the master, as reports arrive "
-        "(request id, worker, class, stage, tokens, finish reason, TTFT/TPOT/E2E, chunk arrival offsets, error)",
+        "(its labels, worker, tokens, finish reason, <metric>_ms of every per-request client metric, chunk "
+        "arrival offsets, error)",
     )
     a(
         "--vllm-bench-json",
