@@ -1,8 +1,8 @@
 """Per-request records: ``--llm-requests-jsonl PATH`` writes one JSON line per LLM request of every worker, on the
 master, as the workers' reports arrive (a worker holds only what it finished since its last report, ~3 s).
 
-A line (:func:`record_of`): every label of the request (the fields of :class:`users.result.RequestMeta`: ``stage``,
-``max_tokens``, ``batch_size``, ``version``, ``turn``, ``user_class``, ``name``, ``request_id``), ``worker``
+A line (:func:`record_of`): every label of the request (each field of :class:`users.result.RequestMeta`, by its
+name: ``stage``, ``version``, ``turn``, ``user_class``, ``request_id``, ...), ``worker``
 (Locust's worker index; 0 in a local run), ``start_unix_s`` (UTC epoch seconds), ``ok``, ``prompt_tokens``,
 ``output_tokens``, ``token_source``, ``finish_reason``, then ``<key>_ms`` of every per-request client metric
 (:data:`telemetry.metrics.PER_REQUEST`, in registry order: ``ttft_ms``, ``tpot_ms``, ``e2e_ms``, ``decode_span_ms``,

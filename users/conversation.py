@@ -109,7 +109,7 @@ class Conversation:
         model_input = list(self.messages)
         picked = s.route(model_input)
         return request_input((p.text,), tokens, max_tokens, s.sampling(max_tokens), stage, model_input, picked,
-                             self.turn)
+                             turn=self.turn)
 
     def _count_next(self, p: Prompt) -> int:
         """The client count of the next turn: by the DeepSeek rule above, or rendered with the tokenizer's own
