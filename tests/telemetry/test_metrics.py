@@ -7,6 +7,7 @@ from __future__ import annotations
 import csv
 import re
 import runpy
+from dataclasses import fields
 
 import numpy as np
 import pytest
@@ -25,6 +26,7 @@ from tests.deploy.promql import CLIENT_METRICS as KNOWN_CLIENT_NAMES
 from tests.support import ROOT
 from tests.telemetry.helpers import fire, local_env
 from tests.telemetry.synthetic import make_result
+from users.result import RequestMeta
 from webui.table import COLUMNS, llm_rows
 
 STAGES = ("users=2", "users=4")
@@ -208,6 +210,15 @@ def test_request_log_has_every_per_request_metric(m, run):
         return
     assert m in PER_REQUEST and m.summary_key in full and m.summary_key in one_token
     assert full[m.summary_key] is not None, "take() gave no value for a 12-token reasoning stream"
+
+
+def test_request_log_has_every_label_of_the_request():
+    """Each RequestMeta field is a column, under its own name, with the request's value."""
+    r = make_result(tokens=3, stage="users=2", version="v2")
+    line = record_of(r)
+    for f in fields(RequestMeta):
+        assert f.name in line and line[f.name] == getattr(r.meta, f.name), f.name
+    assert (line["stage"], line["version"]) == ("users=2", "v2")
 
 
 @pytest.mark.parametrize("m", CLIENT_METRICS, ids=lambda m: m.key)
