@@ -57,6 +57,9 @@ class RequestMeta:
     request_id: str | None = None
     """The request's ``X-Request-Id`` (``<run>-<worker>-<sequence>``, :mod:`users.tracing`); its trace id is
     ``users.tracing.trace_id_of(request_id)``. None for a request built without one."""
+    prefix_group: int | None = None
+    """The shared system prompt the request starts with (``--shared-prefix-len``: its group of
+    ``--prefix-groups``), None without one: which requests could hit the same prefix-cache blocks."""
 
 
 @dataclass(frozen=True, slots=True)
