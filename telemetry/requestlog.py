@@ -5,8 +5,8 @@ A line (:func:`record_of`): every label of the request (each field of :class:`us
 name: ``stage``, ``version``, ``turn``, ``user_class``, ``request_id``, ...), ``worker``
 (Locust's worker index; 0 in a local run), ``start_unix_s`` (UTC epoch seconds), ``ok``, ``prompt_tokens``,
 ``output_tokens``, ``token_source``, ``finish_reason``, then ``<key>_ms`` of every per-request client metric
-(:data:`telemetry.metrics.PER_REQUEST`, in registry order: ``ttft_ms``, ``tpot_ms``, ``e2e_ms``, ``decode_span_ms``,
-``client_queue_ms``, ``ttst_ms``, ``prompt_build_ms``, ``ttfa_ms``, ``thinking_ms``; null when the request has none),
+(:data:`telemetry.metrics.PER_REQUEST`, in registry order: ``ttft_ms``, ``tpot_ms``, ``e2e_ms``, ...; null when the
+request has none),
 ``chunk_offsets_ms`` (arrival of each token-bearing chunk after the request's start, µs-rounded ms),
 ``chunk_tokens`` (tokens per such chunk), ``error_kind``, ``error_message``. Milliseconds as in the summary; the
 same definitions (users/result.py).
