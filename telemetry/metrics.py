@@ -153,6 +153,7 @@ CLIENT_METRICS: tuple[ClientMetric, ...] = (
         prom_help="First answer token minus first reasoning token per request (client side)",
         bounds=VLLM_REQUEST, per_stage=True, versions=True, distribution=True,
     ),
+    ClientMetric("answer_span", "answer span", attrgetter("answer_span_s"), per_stage=True, versions=True),
 )
 """Every client metric, in display order."""
 

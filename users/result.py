@@ -5,7 +5,7 @@ nothing downstream re-reads the stream. All times are ``time.perf_counter()`` se
 
     r = GenerationResult(meta, ..., chunk_times=np.array([...]), chunk_tokens=np.array([...]))
     r.meta.stage, r.meta.version, r.meta.request_id, ...      # the request's labels: one RequestMeta
-    r.ttft_s, r.ttst_s, r.ttfa_s, r.thinking_s, r.e2e_s, r.tpot_s, r.decode_span_s
+    r.ttft_s, r.ttst_s, r.ttfa_s, r.thinking_s, r.answer_span_s, r.e2e_s, r.tpot_s, r.decode_span_s
     r.itl_samples(), r.inter_chunk_samples(), r.reasoning_tokens, r.answer_tokens
 """
 
@@ -125,6 +125,14 @@ class GenerationResult:
         if self.t_answer is None or self.t_reasoning is None:
             return None
         return self.t_answer - self.t_reasoning
+
+    @property
+    def answer_span_s(self) -> float | None:
+        """Answer span: last token-bearing chunk minus the first answer token — how long the answer streams after
+        any reasoning (== decode span without reasoning); None without answer text."""
+        if self.t_answer is None or not len(self.chunk_times):
+            return None
+        return float(self.chunk_times[-1]) - self.t_answer
 
     @property
     def answer_tokens(self) -> int:

@@ -98,8 +98,12 @@ def test_result_ttfa_and_thinking_span():
     r = make_result(ttft=0.1, itl=0.02, tokens=10, reasoning_chunks=4)
     assert r.ttfa_s == pytest.approx(0.1 + 4 * 0.02) and r.thinking_s == pytest.approx(4 * 0.02)
     assert (r.reasoning_tokens, r.answer_tokens) == (4, 6)
+    assert r.answer_span_s == pytest.approx(5 * 0.02)  # answer chunks 5..10: five gaps after the first answer token
+    assert r.answer_span_s + r.thinking_s == pytest.approx(r.decode_span_s)
     plain = make_result(ttft=0.1, itl=0.02, tokens=10)
     assert plain.ttfa_s == pytest.approx(plain.ttft_s) and plain.thinking_s is None and plain.answer_tokens == 10
+    assert plain.answer_span_s == pytest.approx(plain.decode_span_s)
+    assert make_result(tokens=4, reasoning_chunks=4).answer_span_s is None  # all reasoning: no answer
 
 
 def test_interactive_preset_bounds_ttfa_only_when_the_model_reasons():
