@@ -50,7 +50,7 @@ SLOT_ALPHA = 0.01
 """Relative accuracy of the per-slot (windowed) sketches: 1 %, half the buckets of the cells' sketches,
 since a long run keeps one slot per second on the master."""
 KV_BLOCK = 16
-"""Tokens per KV block for the client-side block fill (seed section 2.2) when the server reports no block_size
+"""Tokens per KV block for the client-side block fill when the server reports no block_size
 (``vllm:cache_config_info``; FlashMLA on Hopper uses 64)."""
 
 Key = tuple[str, str, str | None]  # (user_class, stage, version)

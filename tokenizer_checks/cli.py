@@ -35,7 +35,7 @@ class _Parser(argparse.ArgumentParser):
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="python -m tokenizer_checks",
-        description="Guard tokenizer upgrades with real tokenizers (seed chapters 2 and 4).",
+        description="Guard tokenizer upgrades with real tokenizers.",
         epilog=EPILOG,
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser, required=True)

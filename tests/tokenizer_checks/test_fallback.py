@@ -1,4 +1,4 @@
-"""fallback on real tokenizers (seed 4.4): V3 rolled back to V2 over the shipped long inputs, window 4096."""
+"""fallback on real tokenizers: V3 rolled back to V2 over the shipped long inputs, window 4096."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""consistency: do several tokenizers split the same multilingual inputs the same way? (seed 2.4)
+"""consistency: do several tokenizers split the same multilingual inputs the same way?
 
 Each case is encoded without special tokens (a subword-consistency assertion). Per case the
 report groups the tokenizers by their segmentation (token boundaries from offsets), says whether the

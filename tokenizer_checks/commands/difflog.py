@@ -1,4 +1,4 @@
-"""difflog: tokenize the same inputs with several tokenizers into a JSONL log for ``diff`` (seed 4.1).
+"""difflog: tokenize the same inputs with several tokenizers into a JSONL log for ``diff``.
 
 One record per (tokenizer, input), in the classic diff-log format plus the ids and the text:
 ``{"ts": <epoch ms>, "tokenizer": "deepseek-v3", "input_id": "L1", "tokens": [...], "offsets": [[s, e], ...],

@@ -1,4 +1,4 @@
-"""drift: how an upgrade from OLD to NEW tokenizer changes the tokens of a corpus (seed 2.1).
+"""drift: how an upgrade from OLD to NEW tokenizer changes the tokens of a corpus.
 
 Per text: the Jaccard drift of the two token-string sets, whether the ids are identical, the token-count
 ratio, and the exact character spans that split differently (from offsets). Across the vocabularies:

@@ -1,5 +1,5 @@
 """fallback: when the primary tokenizer is rolled back to a fallback, does every input still end inside the
-context window? (seed 4.4)
+context window?
 
 For each input: its token count under both tokenizers, which of them overflow the window
 (``--max-tokens`` minus ``--reserve`` for BOS/template/generation), and what the fallback path does.

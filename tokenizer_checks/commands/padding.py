@@ -1,4 +1,4 @@
-"""padding: tokens added by special-token handling and the padding they cause in batches (seed 2.3).
+"""padding: tokens added by special-token handling and the padding they cause in batches.
 
 Texts are encoded without special tokens by the Rust tokenizer; BOS and the end token are then added
 explicitly (so the count does not depend on the transformers major version, which differ on BOS):
