@@ -10,7 +10,7 @@ from pathlib import Path
 
 from telemetry.compare import CompareError, load
 from telemetry.metrics import CLIENT_METRICS
-from telemetry.slo import PRESET_CHOICES
+from telemetry.slo import NO_PRESET, PRESET_CHOICES
 from workload.argtypes import (
     fraction,
     milliseconds,
@@ -232,9 +232,9 @@ def add_arguments(parser) -> None:
         "--slo-preset",
         choices=PRESET_CHOICES,
         env_var="LOCUST_SLO_PRESET",
-        default=None,
-        help="SLO preset: interactive = TTFT p99 800 ms, ITL p95 120 ms, decode span p99 2500 ms (explicit options "
-        "win; seed: its old name, still accepted)",
+        default=NO_PRESET,
+        help="SLO preset: none (the default: only the --slo-* options given) or interactive = TTFT p99 800 ms, ITL "
+        "p95 120 ms, decode span p99 2500 ms (explicit options win; seed: its old name, still accepted)",
     )
     a(
         "--llm-stop-on",

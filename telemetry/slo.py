@@ -76,7 +76,10 @@ PRESETS: dict[str, dict[str, float]] = {
 stream (ITL p95 120 ms) and no more than 2.5 s between a reply's first and last token at p99."""
 PRESET_ALIASES: dict[str, str] = {"seed": "interactive"}
 """Older preset names still accepted (``seed``: the project's founding article's table)."""
-PRESET_CHOICES = (*sorted(PRESETS), *sorted(PRESET_ALIASES))
+NO_PRESET = "none"
+"""``--slo-preset none`` (the default): no preset thresholds, only the explicit ``--slo-*`` options. A choice of its
+own so the web UI's drop-down can offer "no SLO" (a select always submits one of its choices)."""
+PRESET_CHOICES = (NO_PRESET, *sorted(PRESETS), *sorted(PRESET_ALIASES))
 WHEN_REASONING: dict[str, tuple[str, str]] = {"interactive": ("ttft_p99_ms", "ttfa_p99_ms")}
 """A preset's threshold that also applies to another objective when the model reasons: the interactive preset's
 TTFT threshold bounds the time to the first ANSWER token of an R1-style model too."""
@@ -100,7 +103,7 @@ class SloSet:
         reasoning: set[str] = set()
         preset = getattr(options, "slo_preset", None)
         preset = PRESET_ALIASES.get(preset, preset)
-        if preset:
+        if preset and preset != NO_PRESET:
             thresholds.update(PRESETS[preset])
             if preset in WHEN_REASONING:
                 src, dst = WHEN_REASONING[preset]
@@ -160,3 +163,17 @@ def failure_lines(checks: list[dict]) -> list[str]:
                 f"CHECK FAILED: {c['name']} {c['value']:.4g} > {c['threshold']:g} (threshold {c['threshold']:g})"
             )
     return lines
+
+
+def verdict_line(slo: dict) -> str | None:
+    """``SLO passed: ttft_p99_ms 412 <= 800: ok, ...`` from a summary's ``slo`` section; None without objectives.
+    The console table's line, the web UI's log line at the end of a run and the LLM tab's SLO card."""
+    checks = slo.get("checks") or []
+    if not checks:
+        return None
+    parts = ", ".join(
+        f"{c['name']} {'-' if c['value'] is None else format(c['value'], '.4g')} <= {c['threshold']:g}: "
+        f"{'ok' if c['passed'] else 'no'}"
+        for c in checks
+    )
+    return f"SLO {'passed' if slo.get('passed') else 'FAILED'}: {parts}"
