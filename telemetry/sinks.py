@@ -22,6 +22,9 @@ STAGE_TABLE: dict[str, int] = {"ttft": 17, "itl": 15, "tpot": 15}
 STAGES_CSV: dict[str, tuple[str, ...]] = {"ttft": ("p50", "p99"), "itl": ("p50", "p99"), "tpot": ("p50",),
                                           "e2e": ("p99",), "ttst": ("p50", "p99"), "ttfa": ("p50", "p99")}  # fmt: skip
 """Per-stage metrics given as ``<key>_<q>_ms`` columns of the stages CSV (registry key -> quantiles), in order."""
+REASONING_ONLY = ("ttfa", "thinking", "answer_span")
+"""Metrics that say something only when a request reasoned (without reasoning TTFA equals TTFT, there is no
+thinking span and the answer span is the decode span): the console table leaves their rows out then."""
 
 Q_COLUMNS = ("count", "mean", "p50", "p90", "p95", "p99", "max")
 
@@ -36,7 +39,10 @@ def console_table(s: dict) -> str:
         f"LLM summary: {s['duration_s']:.1f} s, {s['workers']} worker(s), model {s['model'] or '?'} at {s['host']}",
         f"{'metric (ms)':<14}{'count':>9}{'p50':>10}{'p90':>10}{'p99':>10}{'mean':>10}{'max':>10}",
     ]
+    reasoned = bool(s["tokens"].get("reasoning")) or bool((s.get("thinking_ms") or {}).get("count"))
     for m in having("top"):
+        if m.key in REASONING_ONLY and not reasoned:
+            continue
         q = s[m.summary_key]
         lines.append(
             f"{m.label:<14}{q['count']:>9}" + "".join(f"{_f(q[c]):>10}" for c in ("p50", "p90", "p99", "mean", "max"))
@@ -55,6 +61,13 @@ def console_table(s: dict) -> str:
             f" max {_f(kv['max'], '{:.1%}')}, waiting max {server['requests_waiting_max']},"
             f" preemptions {server['preemptions']}"
         )
+    pc = s.get("prefix_cache") or {}
+    if pc.get("hit_rate") is not None:
+        share = pc.get("workload_share")
+        lines.append(f"server prefix cache: hit rate {pc['hit_rate']:.1%}"
+                     + (f" (the workload itself repeats {share:.1%})" if share is not None else ""))  # fmt: skip
+    if pc.get("warning"):
+        lines.append(f"WARNING: {pc['warning']}")
     if s["client_kv_block_fill"]["mean"] is not None:
         lines.append(f"client KV block fill (blocks of 16): mean {s['client_kv_block_fill']['mean']:.1%}")
     if _has_stage_table(s["stages"]):

@@ -62,6 +62,12 @@ class Target(NamedTuple):
     """The process's request headers, plus the route's metadata headers."""
 
 
+CONNECT_BACKOFF_S = (0.05, 2.0)
+"""After a request that could not connect, a user waits this long before its next one (the first, doubled at each
+failure in a row, up to the second; back to none at the first answer): a server that died mid-run keeps being
+counted as failing, without the users spinning a core on refused connections."""
+
+
 class LLMUser(FastHttpUser):
     """Sends LLM requests back to back (closed loop) or on the pacer's schedule (open loop)."""
 
@@ -91,9 +97,11 @@ class LLMUser(FastHttpUser):
         self._headers = settings.headers(self.api.stream)
         self._ids = settings.request_ids
         group = settings.next_group()
+        self._backoff = 0.0
         self._prefix_group = group
-        self._conv = Conversation(settings, group) if settings.turns is not None and self.api.chat else None
-        """This user's conversation (``--turns``, chat users), else None."""
+        talks = settings.turns is not None or settings.dataset is not None
+        self._conv = Conversation(settings, group) if talks and self.api.chat else None
+        """This user's conversation (``--turns`` or ``--dataset``, chat users), else None."""
         if settings.turns is not None and not self.api.chat and type(self).__name__ not in _WARNED_TURNS:
             _WARNED_TURNS.add(type(self).__name__)
             log.warning("--turns applies to chat users only: %s sends single requests", type(self).__name__)
@@ -130,6 +138,11 @@ class LLMUser(FastHttpUser):
         finally:
             budget.finish()
 
+    def _shares_prefix(self, slot) -> bool:
+        """This request starts with its group's shared system prompt (``--shared-prefix-len``): not a replayed trace
+        line nor a ``--dataset`` record, which bring their own."""
+        return bool(self.settings.shared_prefix_len) and slot is None and self.settings.dataset is None
+
     def send(self) -> GenerationResult | None:
         """Send one request and report it; None when a replayed trace has no line left for this process."""
         env = self.environment
@@ -156,7 +169,7 @@ class LLMUser(FastHttpUser):
             body=orjson.dumps(api.body(inp)),
             headers={**target.headers, HEADER_REQUEST_ID: rid, HEADER_TRACEPARENT: traceparent},
             meta=replace(inp.meta, user_class=type(self).__name__, name=self._request_name, request_id=rid,
-                         prefix_group=self._prefix_group if slot is None and self.settings.shared_prefix_len else None),
+                         prefix_group=self._prefix_group if self._shares_prefix(slot) else None),
             stream=api.stream,
             prompt_tokens_client=inp.prompt_tokens,
             answer=api.answer if conv is None else conv.answer,
@@ -183,6 +196,12 @@ class LLMUser(FastHttpUser):
         )
         if conv is not None and (pause := conv.after(result.ok)) > 0:
             gevent.sleep(pause)
+        if result.error_kind == "connection":
+            lo, hi = CONNECT_BACKOFF_S
+            self._backoff = min(max(self._backoff * 2, lo), hi)
+            gevent.sleep(self._backoff)
+        else:
+            self._backoff = 0.0
         return result
 
 

@@ -50,6 +50,7 @@ def _dump(environment, **_kw) -> None:
                 version=r.meta.version,
                 batch_size=r.meta.batch_size,
                 max_tokens=r.meta.max_tokens,
+                turn=r.meta.turn,
             )
         out.write(orjson.dumps(row) + b"\n")
         out.flush()
