@@ -123,7 +123,7 @@ def test_run_view_is_read_only():
         view.duration_s = 0.0
     public = {n for n, v in vars(RunView).items() if callable(v) and not n.startswith("_")}
     assert public == {"stage_spans", "windows", "warmup_stages", "version_windows", "sent_by_version",
-                      "server_kv_usages", "client_kv_fill_of"}  # queries only
+                      "server_kv_usages", "client_kv_fill_of", "delivered_tokens"}  # queries only
     before = view.merged.to_dict()
     build_summary(view, hub.hooks)
     view.windows(1.0)
