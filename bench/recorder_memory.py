@@ -18,7 +18,7 @@ import time
 import numpy as np
 
 from telemetry.recorder import Recorder
-from users.result import GenerationResult
+from users.result import GenerationResult, RequestMeta
 from workload.argtypes import non_negative_seconds, positive_int, seed
 
 
@@ -39,7 +39,8 @@ def make(rng: np.random.Generator, i: int, tokens: int, end: float) -> Generatio
     rel = np.concatenate(([ttft], ttft + np.cumsum(gaps)))
     t0 = end - rel[-1] - 0.001
     return GenerationResult(
-        user_class=("StreamingChatUser", "StreamingCompletionUser")[i % 2], name="bench", stage=f"stage{i % 4}",
+        RequestMeta(stage=f"stage{i % 4}", user_class=("StreamingChatUser", "StreamingCompletionUser")[i % 2],
+                    name="bench"),
         ok=i % 97 != 0, error_kind=None if i % 97 else "timeout", error_message=None, t0=t0, t_sent=t0,
         t_end=end, chunk_times=t0 + rel, chunk_tokens=chunk_tokens, output_tokens=int(chunk_tokens.sum()),
         prompt_tokens=512, prompt_tokens_client=512,

@@ -34,7 +34,7 @@ from bench.client_cost import _TICK, LOCUST, PY, QUIET, ROOT, _cpu_s, _free_port
 from workload.argtypes import non_negative_seconds, positive_int, seconds
 
 TARGET = 1.8
-"""Tokens/s of 2 processes over 1 process where the server is not the limit (issue 17)."""
+"""Tokens/s of 2 processes over 1 process where the server is not the limit."""
 
 
 def _busy_s() -> float:

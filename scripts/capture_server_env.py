@@ -1,4 +1,4 @@
-"""Record what the real vLLM CPU engine answers about itself, for the simulator's contract (issue 14's server
+"""Record what the real vLLM CPU engine answers about itself, for the simulator's contract (the server
 environment): ``GET /version``, ``GET /v1/models`` and the ``vllm:cache_config_info`` sample of ``/metrics``.
 
 Writes ``tests/contract/server_env/version.json``, ``models.json`` and ``cache_config_info.txt`` (the metric's

@@ -1,10 +1,11 @@
 """Compare two runs: ``python -m telemetry.compare BASE NEW [--fail-on SPEC] [--markdown]``.
 
 BASE and NEW are summary JSON files (``--llm-summary-json``), or two directories of them (paired by file name).
-For the whole run, each stage (matched by name) and each route version, one row per figure: TTFT/ITL/TPOT/E2E
-p50 and p99 (ms), output tok/s, goodput (req/s), failed requests, the capacity found (``--shape slo-search``: users
-or req/s), server KV usage (mean) and preemptions, with the
-base value, the new one and the change (absolute and %).
+For the whole run, each stage (matched by name) and each route version, one row per figure: p50 and p99 (ms) of
+every client metric the summary has in that scope (``<key>_p50``, ``<key>_p99`` for each key of
+:data:`telemetry.metrics.CLIENT_METRICS`: ``ttft``, ``itl``, ``tpot``, ``e2e``, ``decode_span``, ``ttfa``, ...),
+output tok/s, goodput (req/s), failed requests, the capacity found (``--shape slo-search``: users or req/s), server KV
+usage (mean) and preemptions, with the base value, the new one and the change (absolute and %).
 
 ``--fail-on "ttft_p99=+10%,output_tok_s=-5%"`` exits 3 (Locust plugins' convention for a failed check) when a
 figure moved past its bound in that direction in any scope: ``+10%`` fails a rise of more than 10 %, ``-5%`` a
@@ -25,6 +26,8 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+
+from telemetry.metrics import CLIENT_METRICS
 
 EXIT_BREACH = 3
 EXIT_USAGE = 2
@@ -51,10 +54,13 @@ def _capacity(s: dict) -> float | None:
     return c.get("users") if c.get("axis") == "users" else c.get("rate")
 
 
+QUANTILES = ("p50", "p99")
+"""The quantiles compared for each client metric."""
+
 FIGURES: dict[str, tuple[str, Callable[[dict], float | None], Callable[[dict], float | None]]] = {
     # name: (unit, from the whole run, from a stage or version)
-    **{f"{m}_{p}": ("ms", _q(f"{m}_ms", p), _q(f"{m}_ms", p))
-       for m in ("ttft", "itl", "tpot", "e2e") for p in ("p50", "p99")},  # fmt: skip
+    **{f"{m.key}_{p}": ("ms", _q(m.summary_key, p), _q(m.summary_key, p))
+       for m in CLIENT_METRICS if m.top or m.per_stage or m.versions for p in QUANTILES},  # fmt: skip
     "output_tok_s": ("tok/s", lambda s: (s.get("tokens") or {}).get("output_per_s"), lambda d: d.get("output_per_s")),
     "goodput_rps": ("req/s", lambda s: s.get("goodput_rps"), lambda d: None),
     "failed": ("requests", lambda s: (s.get("requests") or {}).get("failed"), lambda d: d.get("failed")),

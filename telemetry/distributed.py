@@ -21,7 +21,7 @@ import gevent
 from locust.exception import RPCError
 
 if TYPE_CHECKING:
-    from telemetry.merger import Merger
+    from telemetry.runstate import RunState
 
 log = logging.getLogger(__name__)
 STATE_MISSING = "missing"
@@ -59,7 +59,7 @@ def drain_final_reports(environment, timeout_s: float = 10.0) -> set[str]:
 class WorkerWatch:
     """Polls the master's worker list each second; warns once per worker that goes missing."""
 
-    def __init__(self, environment, merger: Merger, interval_s: float = 1.0) -> None:
+    def __init__(self, environment, merger: RunState, interval_s: float = 1.0) -> None:
         self.environment = environment
         self.merger = merger
         self.interval_s = interval_s

@@ -1,6 +1,6 @@
 """``environment.llm.telemetry``: how other packages read the run's LLM numbers and add to its summary.
 
-It writes nothing of the run: the :class:`~telemetry.merger.Merger` (written by the telemetry roles) holds the
+It writes nothing of the run: the :class:`~telemetry.runstate.RunState` (written by the telemetry roles) holds the
 state; :meth:`TelemetryHub.view` takes a read-only :class:`~telemetry.view.RunView` of it with this process's
 options, host, stage board and user count, and the summary and live figures are functions of that view.
 
@@ -15,7 +15,7 @@ from __future__ import annotations
 from run.context import attach
 from run.hooks import SummaryHooks
 from telemetry.live import live
-from telemetry.merger import Merger
+from telemetry.runstate import RunState
 from telemetry.summary import build_summary
 from telemetry.view import RunView
 
@@ -24,9 +24,9 @@ class TelemetryHub:
     """The read side of one process's telemetry, plus the registry of summary sections and sinks (the run
     context's, ``environment.llm.hooks``, unless given)."""
 
-    def __init__(self, environment, merger: Merger | None = None, hooks: SummaryHooks | None = None) -> None:
+    def __init__(self, environment, merger: RunState | None = None, hooks: SummaryHooks | None = None) -> None:
         self.environment = environment
-        self.merger = merger if merger is not None else Merger()
+        self.merger = merger if merger is not None else RunState()
         ctx = attach(environment)
         self.hooks = hooks if hooks is not None else ctx.hooks
 

@@ -2,8 +2,8 @@
 
 Per stage in run order ``{"stage", "requests", "output_tok_s", "server_kv_usage", "client_kv_block_fill"}`` (the
 stage's mean scraped server KV usage and client KV block fill, 0..1) plus ``<key>_p50_ms`` / ``<key>_p99_ms`` of each
-``live`` metric of telemetry.metrics (``ttft_p50_ms``, ``ttst_p99_ms``...; merged across workers, quantiles from
-merged sketches), and
+metric of :data:`LIVE` (``ttft_p50_ms``, ``ttst_p99_ms``...; merged across workers, quantiles from merged
+sketches), and
 for the run ``elapsed_s``, ``workers``, ``server_kv_usage`` (the latest scrape), ``client_kv_block_fill`` and
 ``detectors`` (the live detectors' state, telemetry/detectors.py; None before their first check); with
 ``--route-table`` ``versions`` (each version's backend at its latest scrape: KV usage, running, waiting, scrape
@@ -16,9 +16,11 @@ from __future__ import annotations
 
 import math
 
-from telemetry.metrics import keys
 from telemetry.recorder import Recorder
 from telemetry.view import RunView
+
+LIVE: tuple[str, ...] = ("ttft", "itl", "tpot", "ttst", "ttfa")
+"""The per-stage client metrics (registry keys) shown live, in order: here, in the web UI's LLM tab."""
 
 
 def live(view: RunView) -> dict:
@@ -27,7 +29,7 @@ def live(view: RunView) -> dict:
     for st, start, end in view.stage_spans():
         cells = view.merged.select(stage=st.name)
         row: dict = {"stage": st.name, "requests": sum(c.requests for c in cells)}
-        for m in keys("live"):
+        for m in LIVE:
             s = Recorder.merged_sketch(cells, m)
             for name, q in (("p50", 0.5), ("p99", 0.99)):
                 v = s.quantile(q)

@@ -1,4 +1,4 @@
-"""The client metrics, each defined once: what it is, how it is taken from a result, and where it shows.
+"""The client metrics, each defined once: what it is, how it is taken from a result, and what the summary keeps.
 
 Every consumer iterates :data:`CLIENT_METRICS` (in this order): the recorder (sketches per cell, fixed-bucket
 histograms, per-slot sketches), the exporter (histogram families, ``llm_latency_quantile_seconds``), the
@@ -7,7 +7,11 @@ files, the hub's live view and the web UI's LLM tab, the HTML report and the Gra
 Values are recorded in seconds; people see milliseconds (``<key>_ms``), Prometheus sees seconds.
 
 To add a client metric, add one :class:`ClientMetric` below (and, when it is a new quantity, a property of
-:class:`~users.result.GenerationResult` for ``take``); every output picks it up from its flags.
+:class:`~users.result.GenerationResult` for ``take``); every output picks it up from its flags. How an output
+presents a metric (a console column's width, which quantiles a table or the CSV shows, a report card, a Grafana
+panel's title and help) lives with that output, keyed by the metric's ``key``: ``telemetry.sinks`` (``STAGE_TABLE``,
+``STAGES_CSV``), ``telemetry.live`` (``LIVE``), ``telemetry.report.sections`` (``REPORT_*``, ``LOAD_CHARTS``),
+``telemetry.progress`` (``SHOWN``) and ``deploy/grafana/dashboard.py`` (``METRIC_PANELS``).
 
     for m in CLIENT_METRICS:
         if m.top:
@@ -63,31 +67,10 @@ class ClientMetric:
     latency table and ``llm_latency_quantile_seconds``."""
     per_stage: bool = False
     """``<key>_ms`` in each summary stage and rows per stage in the stats CSV."""
-    stages_csv: tuple[str, ...] = ()
-    """Quantiles given as ``<key>_<q>_ms`` columns of the stages CSV."""
-    live: bool = False
-    """p50/p99 per stage in the hub's live view and the web UI's LLM tab."""
-    stage_table: int = 0
-    """Width of its p50/p99 column in the console's per-stage table (0: not shown there)."""
     versions: bool = False
     """``<key>_ms`` per route version (summary ``versions``)."""
     distribution: bool = False
     """A log-binned distribution in the summary's ``histograms`` and a plot in the report."""
-    report_stage: tuple[str, ...] = ()
-    """Quantiles in the report's stages table."""
-    report_versions: tuple[str, ...] = ()
-    """Quantiles in the report's route versions table."""
-    report_card: bool = False
-    """A p99 (p50 under it) card in the report's overview."""
-    load_chart: str | None = None
-    """Report plot against load this metric is drawn in (metrics naming the same plot share it)."""
-    load_quantiles: tuple[str, ...] = ("p50", "p99")
-    panel: str | None = None
-    """Grafana panel: ``latency`` (client p50/p99 per stage, merged-sketch p99, server p99s) or ``p99``."""
-    panel_title: str = ""
-    panel_help: str = ""
-    server: tuple[str, ...] = ()
-    """vLLM's histograms of the same quantity, drawn next to the client's on the dashboard."""
 
     @property
     def summary_key(self) -> str:
@@ -123,93 +106,61 @@ CLIENT_METRICS: tuple[ClientMetric, ...] = (
     ClientMetric(
         "ttft", "TTFT", attrgetter("ttft_s"), at=lambda r: float(r.chunk_times[0]),
         prom_name="llm_time_to_first_token_seconds", prom_help="Time to first token (client side)",
-        bounds=VLLM_TTFT, windowed=True, per_stage=True, stages_csv=("p50", "p99"), live=True, stage_table=17,
-        versions=True, distribution=True, report_stage=("p50", "p99"), report_versions=("p50", "p99"),
-        report_card=True, load_chart="TTFT", panel="latency", panel_title="Time to first token",
-        panel_help="Client TTFT from t0 (scheduled send time in open loop) to the first token-bearing chunk; "
-        "the server's own TTFT excludes the network and client queueing.",
-        server=("vllm:time_to_first_token_seconds",),
+        bounds=VLLM_TTFT, windowed=True, per_stage=True, versions=True, distribution=True,
     ),
     ClientMetric(
         "itl", "ITL", _itl, samples=True, at=_per_token_times,
         prom_name="llm_inter_token_latency_seconds",
         prom_help="Inter-token latency (client side; k samples of g/k per chunk)",
-        bounds=SUB_10MS + VLLM_ITL, windowed=True, per_stage=True, stages_csv=("p50", "p99"), live=True,
-        stage_table=15, versions=True, distribution=True, report_stage=("p50", "p99"),
-        report_versions=("p50", "p99"), report_card=True, load_chart="ITL and TPOT", panel="latency",
-        panel_title="Inter-token latency",
-        panel_help="Gap between token-bearing chunks divided by the tokens they carry. Server: V1 ITL, or the "
-        "legacy per-output-token histogram of older vLLM.",
-        server=("vllm:inter_token_latency_seconds", "vllm:time_per_output_token_seconds"),
+        bounds=SUB_10MS + VLLM_ITL, windowed=True, per_stage=True, versions=True, distribution=True,
     ),
     ClientMetric(
         "tpot", "TPOT", attrgetter("tpot_s"),
         prom_name="llm_time_per_output_token_seconds", prom_help="Time per output token per request (client side)",
-        bounds=SUB_10MS + VLLM_ITL, windowed=True, per_stage=True, stages_csv=("p50",), live=True, stage_table=15,
-        versions=True, distribution=True, report_stage=("p99",), load_chart="ITL and TPOT", load_quantiles=("p99",),
-        panel="latency", panel_title="Time per output token",
-        panel_help="Per request: decode span / (output tokens - 1).",
-        server=("vllm:request_time_per_output_token_seconds",),
+        bounds=SUB_10MS + VLLM_ITL, windowed=True, per_stage=True, versions=True, distribution=True,
     ),
     ClientMetric(
         "e2e", "E2E", attrgetter("e2e_s"),
         prom_name="llm_request_duration_seconds", prom_help="End-to-end request latency (client side)",
-        bounds=VLLM_REQUEST, windowed=True, per_stage=True, stages_csv=("p99",), versions=True, distribution=True,
-        report_stage=("p99",), panel="latency", panel_title="End-to-end latency",
-        panel_help="From t0 to the end of the stream.", server=("vllm:e2e_request_latency_seconds",),
+        bounds=VLLM_REQUEST, windowed=True, per_stage=True, versions=True, distribution=True,
     ),
     ClientMetric("inter_chunk", "inter-chunk", _gaps, samples=True),
     ClientMetric(
         "decode_span", "decode span", attrgetter("decode_span_s"),
-        prom_name="llm_decode_span_seconds", prom_help="Last token minus first token per request (the seed's drift)",
-        bounds=VLLM_REQUEST, versions=True, distribution=True, panel="p99",
-        panel_title="Decode span p99 (cumulative drift)",
-        panel_help="Last token minus first token, per request (the seed's cumulative drift, SLO 2500 ms).",
+        prom_name="llm_decode_span_seconds", prom_help="Last token minus first token per request (cumulative drift)",
+        bounds=VLLM_REQUEST, versions=True, distribution=True,
     ),
-    ClientMetric(
-        "client_queue", "queue", lambda r: max(r.client_queue_s, 0.0), top=False, per_stage=True,
-        report_stage=("p99",),
-    ),
+    ClientMetric("client_queue", "queue", lambda r: max(r.client_queue_s, 0.0), top=False, per_stage=True),
     ClientMetric(  # ITL's buckets: a decode step's scale (ms to s), with the sub-10 ms ones
         "ttst", "TTST", attrgetter("ttst_s"),
         prom_name="llm_time_to_second_token_seconds",
         prom_help="Time to second token: second token-bearing chunk minus the first (client side)",
-        bounds=SUB_10MS + VLLM_ITL, per_stage=True, stages_csv=("p50", "p99"), live=True, versions=True,
-        distribution=True, report_stage=("p50", "p99"), report_versions=("p50", "p99"), report_card=True,
-        load_chart="TTST", panel="latency", panel_title="Time to second token",
-        panel_help="Gap between the first and the second token-bearing chunk (AIPerf's TTST): the first decode "
-        "step after prefill, as the client sees it.",
+        bounds=SUB_10MS + VLLM_ITL, per_stage=True, versions=True, distribution=True,
     ),
     ClientMetric(  # the tokenizer layer of the P99 attribution (telemetry/attribution/decompose.py): before t0
-        "prompt_build", "prompt build", attrgetter("prompt_build_s"), per_stage=True, report_stage=("p99",),
+        "prompt_build", "prompt build", attrgetter("prompt_build_s"), per_stage=True,
     ),
-    ClientMetric(  # TTFT's buckets and flags; for a model without reasoning it equals TTFT
+    ClientMetric(  # TTFT's buckets; for a model without reasoning it equals TTFT
         "ttfa", "TTFA", attrgetter("ttfa_s"),
         prom_name="llm_time_to_first_answer_token_seconds",
         prom_help="Time to first answer token: the first content after the reasoning (client side; == TTFT "
         "without reasoning)",
-        bounds=VLLM_TTFT, per_stage=True, stages_csv=("p50", "p99"), live=True, versions=True, distribution=True,
-        report_stage=("p50", "p99"), report_versions=("p50", "p99"), report_card=True, load_chart="TTFT",
-        panel="latency", panel_title="Time to first answer token",
-        panel_help="Client time from t0 to the first answer token (content), after an R1-style model's reasoning "
-        "(reasoning_content / reasoning, or <think>...</think> in content).",
+        bounds=VLLM_TTFT, per_stage=True, versions=True, distribution=True,
     ),
     ClientMetric(
         "thinking", "thinking span", attrgetter("thinking_s"),
         prom_name="llm_thinking_span_seconds",
         prom_help="First answer token minus first reasoning token per request (client side)",
-        bounds=VLLM_REQUEST, per_stage=True, versions=True, distribution=True, report_stage=("p50",),
-        panel="p99", panel_title="Thinking span p99",
-        panel_help="First answer token minus first reasoning token, per request (R1-style reasoning).",
+        bounds=VLLM_REQUEST, per_stage=True, versions=True, distribution=True,
     ),
+    ClientMetric("answer_span", "answer span", attrgetter("answer_span_s"), per_stage=True, versions=True),
 )
 """Every client metric, in display order."""
 
-REASONING_ONLY = ("ttfa", "thinking")
-"""Metrics that say something only when a request reasoned (without reasoning TTFA equals TTFT and there is no
-thinking span): the console table leaves their rows out then."""
-
 BY_KEY: dict[str, ClientMetric] = {m.key: m for m in CLIENT_METRICS}
+
+PER_REQUEST: tuple[ClientMetric, ...] = tuple(m for m in CLIENT_METRICS if not m.samples)
+"""The metrics with one value per request (not ITL's samples): ``<key>_ms`` in each line of the request log."""
 
 BOUNDS: dict[str, tuple[float, ...]] = {m.key: m.bounds for m in CLIENT_METRICS if m.histogram}
 """Histogram upper bounds per histogram metric (seconds)."""

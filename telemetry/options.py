@@ -1,6 +1,6 @@
 """Locust options of the telemetry package (docs/architecture.md "… an option"); each mirrors ``LOCUST_<NAME>``.
 
-locust ... --prometheus-port 9646 --slo-preset seed --llm-summary-json results/summary.json
+locust ... --prometheus-port 9646 --slo-preset interactive --llm-summary-json results/summary.json
 """
 
 from __future__ import annotations
@@ -97,7 +97,8 @@ def add_arguments(parser) -> None:
         env_var="LOCUST_LLM_REQUESTS_JSONL",
         default=None,
         help="Write one JSON line per LLM request of every worker to PATH, on the master, as reports arrive "
-        "(request id, worker, class, stage, tokens, finish reason, TTFT/TPOT/E2E, chunk arrival offsets, error)",
+        "(its labels, worker, tokens, finish reason, <metric>_ms of every per-request client metric, chunk "
+        "arrival offsets, error)",
     )
     a(
         "--vllm-bench-json",
@@ -210,12 +211,14 @@ def add_arguments(parser) -> None:
         help="SLO: inter-token latency p95 at most MS milliseconds",
     )
     a(
+        "--slo-decode-span-p99-ms",
         "--slo-drift-p99-ms",
         type=milliseconds,
         metavar="MS",
-        env_var="LOCUST_SLO_DRIFT_P99_MS",
+        env_var="LOCUST_SLO_DECODE_SPAN_P99_MS",
         default=None,
-        help="SLO: decode span (last token - first token) p99 at most MS milliseconds",
+        help="SLO: decode span (last token - first token) p99 at most MS milliseconds (--slo-drift-p99-ms: its "
+        "old name, still accepted)",
     )
     a(
         "--slo-error-rate",
@@ -230,8 +233,8 @@ def add_arguments(parser) -> None:
         choices=PRESET_CHOICES,
         env_var="LOCUST_SLO_PRESET",
         default=NO_PRESET,
-        help="SLO preset: none (the default: only the --slo-* options given) or seed = TTFT p99 800 ms, ITL p95 "
-        "120 ms, decode span p99 2500 ms (explicit options win)",
+        help="SLO preset: none (the default: only the --slo-* options given) or interactive = TTFT p99 800 ms, ITL "
+        "p95 120 ms, decode span p99 2500 ms (explicit options win; seed: its old name, still accepted)",
     )
     a(
         "--llm-stop-on",

@@ -31,9 +31,9 @@ from locust.runners import MasterRunner
 
 from telemetry.detectors import LiveDetectors
 from telemetry.fallback import RouteFallback
-from telemetry.merger import Merger
 from telemetry.options import LLM_PROGRESS_INTERVAL_DEFAULT, SERVER_METRICS_INTERVAL_DEFAULT
 from telemetry.progress import progress_line
+from telemetry.runstate import RunState
 from telemetry.scraper import ServerScraper, metrics_url
 from telemetry.view import RunView
 from users.options import route_fallback_from, route_table_from
@@ -46,7 +46,7 @@ log = logging.getLogger(__name__)
 class ServerScrapes:
     """The server's ``/metrics`` scraper and, with ``--route-table``, one per version's backend."""
 
-    def __init__(self, environment, merger: Merger) -> None:
+    def __init__(self, environment, merger: RunState) -> None:
         self.environment = environment
         self.merger = merger
 
@@ -89,7 +89,7 @@ class ServerScrapes:
 class ModelLabel:
     """The summary's ``model`` when no worker reported one: the first id of ``GET /v1/models`` (in the background)."""
 
-    def __init__(self, environment, merger: Merger) -> None:
+    def __init__(self, environment, merger: RunState) -> None:
         self.environment = environment
         self.merger = merger
 
@@ -111,7 +111,7 @@ class RouteSwitch:
     """``--route-fallback``: the rule, checked against the route table's versions at start (a bad one is logged,
     not run), judged at each live check; when it fires, FROM's buckets go to TO."""
 
-    def __init__(self, environment, merger: Merger) -> None:
+    def __init__(self, environment, merger: RunState) -> None:
         self.environment = environment
         self.merger = merger
         self.fallback: RouteFallback | None = None
@@ -159,7 +159,7 @@ class LiveCheck:
     def __init__(self, environment, hub, also: Callable[[RunView, float], None]) -> None:
         self.environment = environment
         self.hub = hub
-        self.merger: Merger = hub.merger
+        self.merger: RunState = hub.merger
         self.also = also
         self.detectors = LiveDetectors()
 

@@ -13,9 +13,14 @@ from __future__ import annotations
 
 import math
 
+from telemetry.metrics import BY_KEY
 from telemetry.recorder import SLOT_ALPHA
 from telemetry.sketch import LogSketch
 from telemetry.view import RunView
+
+SHOWN: dict[str, tuple[float, ...]] = {"ttft": (0.5, 0.99), "itl": (0.99,)}
+"""The client metrics the line shows (registry keys of windowed metrics: the slots keep their sketches) and their
+quantiles, in order."""
 
 
 def _ms(v: float | None) -> str:
@@ -32,7 +37,7 @@ def progress_line(view: RunView, seconds: float, until_s: float | None = None) -
     first = max(last - max(1, round(seconds / slot_s)), math.floor(view.t0_wall / slot_s))
     span = (last - first) * slot_s
     requests = errors = output = 0
-    sk = {m: LogSketch(SLOT_ALPHA) for m in ("ttft", "itl")}
+    sk = {m: LogSketch(SLOT_ALPHA) for m in SHOWN}
     for i, slot in view.merged.slots.items():
         if first <= i < last:
             requests += slot.requests
@@ -47,8 +52,8 @@ def progress_line(view: RunView, seconds: float, until_s: float | None = None) -
         f"users {view.active_users}",
         f"{requests / span if span > 0 else 0.0:.1f} req/s",
         f"{output / span if span > 0 else 0.0:.0f} out tok/s",
-        f"TTFT p50 {_ms(sk['ttft'].quantile(0.5))} p99 {_ms(sk['ttft'].quantile(0.99))}",
-        f"ITL p99 {_ms(sk['itl'].quantile(0.99))}",
+        *(f"{BY_KEY[m].label} " + " ".join(f"p{q * 100:g} {_ms(sk[m].quantile(q))}" for q in qs)
+          for m, qs in SHOWN.items()),
         f"errors {errors} ({errors / requests * 100:.1f}%)" if requests else f"errors {errors}",
     ]
     latest = view.server_latest

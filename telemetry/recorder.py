@@ -50,7 +50,7 @@ SLOT_ALPHA = 0.01
 """Relative accuracy of the per-slot (windowed) sketches: 1 %, half the buckets of the cells' sketches,
 since a long run keeps one slot per second on the master."""
 KV_BLOCK = 16
-"""Tokens per KV block for the client-side block fill (seed section 2.2) when the server reports no block_size
+"""Tokens per KV block for the client-side block fill when the server reports no block_size
 (``vllm:cache_config_info``; FlashMLA on Hopper uses 64)."""
 
 Key = tuple[str, str, str | None]  # (user_class, stage, version)
@@ -259,24 +259,24 @@ class Recorder:
 
     def record(self, r: GenerationResult) -> None:
         """Fold one request result in (vectorized over its chunks; no loop per token)."""
-        c = self.cell((r.user_class, r.stage, r.version))
+        c = self.cell((r.meta.user_class, r.meta.stage, r.meta.version))
         outcome = "ok" if r.ok else (r.error_kind or "unknown")
         c.outcomes[outcome] += 1
         c.prompt_tokens += int(r.prompt_tokens)
         c.output_tokens += int(r.output_tokens)
         c.reasoning_tokens += r.reasoning_tokens
-        c.prompts += int(r.batch_size)
+        c.prompts += int(r.meta.batch_size)
         self.token_sources[r.token_source] += 1
         if r.token_source == "usage" and r.prompt_tokens_client is not None and r.prompt_tokens > 0:
             c.mismatch[0] += abs(int(r.prompt_tokens_client) - int(r.prompt_tokens))
             c.mismatch[1] += int(r.prompt_tokens)
 
-        if r.turn is not None:
+        if r.meta.turn is not None:
             self._turn(r)
         slot = self._slot(self._wall(r.t_end))
         slot.requests += 1
         slot.output_tokens += int(r.output_tokens)
-        vend = self._version(r) if r.version is not None else None  # the version's end slot; None: ended / failed
+        vend = self._version(r) if r.meta.version is not None else None  # the version's end slot; None: ended
         if not r.ok:
             slot.errors += 1
             return
@@ -295,7 +295,7 @@ class Recorder:
             if windowed:
                 (slot if at is None else self._slot(self._wall(at(r)))).sketches[key].add(v)
                 if vend is not None:
-                    (vend if at is None else self._vslot(r.version, self._wall(at(r)))).sketches[key].add(v)
+                    (vend if at is None else self._vslot(r.meta.version, self._wall(at(r)))).sketches[key].add(v)
         if len(r.chunk_times) < 2:
             return
         for key, take, hist, windowed, at in _SAMPLES:
@@ -316,8 +316,8 @@ class Recorder:
     def _version(self, r: GenerationResult) -> Slot | None:
         """The per-version slots: sent at t0, requests and errors at the end; returns the end slot of an ok request
         (``record`` adds its windowed values there, or at the metric's time), None for a failed one."""
-        self._vslot(r.version, self._wall(r.t0)).sent += 1
-        end = self._vslot(r.version, self._wall(r.t_end))
+        self._vslot(r.meta.version, self._wall(r.t0)).sent += 1
+        end = self._vslot(r.meta.version, self._wall(r.t_end))
         end.requests += 1
         if not r.ok:
             end.errors += 1
@@ -332,9 +332,9 @@ class Recorder:
         return s
 
     def _turn(self, r: GenerationResult) -> None:
-        t = self.turns.get((r.stage, r.turn))
+        t = self.turns.get((r.meta.stage, r.meta.turn))
         if t is None:
-            t = self.turns[(r.stage, r.turn)] = TurnStats()
+            t = self.turns[(r.meta.stage, r.meta.turn)] = TurnStats()
         t.requests += 1
         if r.ok:
             t.ok += 1

@@ -1,10 +1,12 @@
 """Per-request records: ``--llm-requests-jsonl PATH`` writes one JSON line per LLM request of every worker, on the
 master, as the workers' reports arrive (a worker holds only what it finished since its last report, ~3 s).
 
-A line (:func:`record_of`): ``request_id``, ``worker`` (Locust's worker index; 0 in a local run), ``user_class``,
-``name``, ``stage``, ``version``, ``turn``, ``start_unix_s`` (UTC epoch seconds), ``ok``, ``prompt_tokens``,
-``output_tokens``, ``token_source``, ``ttft_ms``, ``ttst_ms``, ``tpot_ms``, ``e2e_ms``, ``client_queue_ms``,
-``decode_span_ms``,
+A line (:func:`record_of`): every label of the request (each field of :class:`users.result.RequestMeta`, by its
+name: ``stage``, ``version``, ``turn``, ``user_class``, ``request_id``, ...), ``worker``
+(Locust's worker index; 0 in a local run), ``start_unix_s`` (UTC epoch seconds), ``ok``, ``prompt_tokens``,
+``output_tokens``, ``token_source``, ``finish_reason``, then ``<key>_ms`` of every per-request client metric
+(:data:`telemetry.metrics.PER_REQUEST`, in registry order: ``ttft_ms``, ``tpot_ms``, ``e2e_ms``, ...; null when the
+request has none),
 ``chunk_offsets_ms`` (arrival of each token-bearing chunk after the request's start, µs-rounded ms),
 ``chunk_tokens`` (tokens per such chunk), ``error_kind``, ``error_message``. Milliseconds as in the summary; the
 same definitions (users/result.py).
@@ -18,14 +20,17 @@ The vLLM-bench result (telemetry/vllmbench.py) is built from these lines at the 
 from __future__ import annotations
 
 import logging
+from dataclasses import fields
 from pathlib import Path
 from typing import IO
 
 import orjson
 
-from users.result import GenerationResult
+from telemetry.metrics import PER_REQUEST
+from users.result import GenerationResult, RequestMeta
 
 log = logging.getLogger(__name__)
+_LABELS = tuple(f.name for f in fields(RequestMeta))
 REPORT_KEY = "llm_requests"
 """Where a worker's report carries its records since the last report."""
 
@@ -38,25 +43,15 @@ def record_of(r: GenerationResult, worker: int | None = None) -> dict:
     """The JSONL line of one request (``worker`` is set by the master, which knows the sender)."""
     offsets = ((r.chunk_times - r.t0) * 1000.0).round(3).tolist() if len(r.chunk_times) else []
     return {
-        "request_id": r.request_id,
+        **{label: getattr(r.meta, label) for label in _LABELS},
         "worker": worker,
-        "user_class": r.user_class,
-        "name": r.name,
-        "stage": r.stage,
-        "version": r.version,
-        "turn": r.turn,
         "start_unix_s": r.wall_start,
         "ok": r.ok,
         "prompt_tokens": r.prompt_tokens,
         "output_tokens": r.output_tokens,
         "token_source": r.token_source,
         "finish_reason": r.finish_reason,
-        "ttft_ms": _ms(r.ttft_s),
-        "ttst_ms": _ms(r.ttst_s),
-        "tpot_ms": _ms(r.tpot_s),
-        "e2e_ms": _ms(r.e2e_s),
-        "client_queue_ms": _ms(r.client_queue_s),
-        "decode_span_ms": _ms(r.decode_span_s),
+        **{m.summary_key: _ms(m.take(r)) for m in PER_REQUEST},
         "chunk_offsets_ms": offsets,
         "chunk_tokens": r.chunk_tokens.tolist(),
         "error_kind": r.error_kind,

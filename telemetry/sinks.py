@@ -14,8 +14,17 @@ from pathlib import Path
 
 import orjson
 
-from telemetry.metrics import REASONING_ONLY, having
+from telemetry.metrics import BY_KEY, having
 from telemetry.slo import verdict_line
+
+STAGE_TABLE: dict[str, int] = {"ttft": 17, "itl": 15, "tpot": 15}
+"""Per-stage metrics in the console's stage table (registry key -> width of its p50/p99 column), in order."""
+STAGES_CSV: dict[str, tuple[str, ...]] = {"ttft": ("p50", "p99"), "itl": ("p50", "p99"), "tpot": ("p50",),
+                                          "e2e": ("p99",), "ttst": ("p50", "p99"), "ttfa": ("p50", "p99")}  # fmt: skip
+"""Per-stage metrics given as ``<key>_<q>_ms`` columns of the stages CSV (registry key -> quantiles), in order."""
+REASONING_ONLY = ("ttfa", "thinking", "answer_span")
+"""Metrics that say something only when a request reasoned (without reasoning TTFA equals TTFT, there is no
+thinking span and the answer span is the decode span): the console table leaves their rows out then."""
 
 Q_COLUMNS = ("count", "mean", "p50", "p90", "p95", "p99", "max")
 
@@ -98,7 +107,7 @@ def _has_stage_table(stages: list[dict]) -> bool:
     return len(stages) > 1 or (len(stages) == 1 and stages[0]["name"] != "main")
 
 
-STAGE_LINE2 = (*((f"{m.label} p50/p99", m.stage_table) for m in having("stage_table")), ("client KV fill", 16),
+STAGE_LINE2 = (*((f"{BY_KEY[k].label} p50/p99", w) for k, w in STAGE_TABLE.items()), ("client KV fill", 16),
                ("server KV mean/max", 20), ("preempt", 9), ("queue p50/p99", 15))  # fmt: skip
 """Second line of a stage row: (heading, width). Latencies in ms."""
 
@@ -141,7 +150,7 @@ def stage_table(stages: list[dict], saturation: dict | None) -> list[str]:
                    f"{_f(st.get('prompt_tokens_mean')):>12}{_f(st.get('output_per_s')):>11}")  # fmt: skip
         kv = f"{_f(st.get('server_kv_usage_mean'), '{:.1%}')}/{_f(st.get('server_kv_usage_max'), '{:.1%}')}"
         values = {
-            **{f"{m.label} p50/p99": _pair(st.get(m.summary_key)) for m in having("stage_table")},
+            **{f"{BY_KEY[k].label} p50/p99": _pair(st.get(BY_KEY[k].summary_key)) for k in STAGE_TABLE},
             "client KV fill": _f(st.get("client_kv_block_fill"), "{:.1%}"),
             "server KV mean/max": kv,
             "preempt": _f(st.get("preemptions"), "{}"),
@@ -182,11 +191,11 @@ def stats_rows(summary: dict) -> list[list]:
 
 def stages_rows(summary: dict) -> list[list]:
     """The rows of ``PREFIX_llm_stages.csv``: one per stage (header first), ``<key>_<q>_ms`` columns for each
-    metric's ``stages_csv`` quantiles."""
+    metric of :data:`STAGES_CSV` and its quantiles."""
     cols = ("name", "users", "rate", "input_len", "start_s", "end_s", "requests", "output_per_s",
             "prompt_tokens_mean", "client_kv_block_fill", "server_kv_usage_mean", "server_kv_usage_max",
             "preemptions")  # fmt: skip
-    quantiles = [(m.summary_key, q) for m in having("stages_csv") for q in m.stages_csv]
+    quantiles = [(BY_KEY[k].summary_key, q) for k, qs in STAGES_CSV.items() for q in qs]
     rows = [[*cols, *(f"{key.removesuffix('_ms')}_{q}_ms" for key, q in quantiles)]]
     for st in summary["stages"]:
         rows.append([*(st[c] for c in cols), *(st[key][q] for key, q in quantiles)])

@@ -1,7 +1,7 @@
 """Service-level objectives: thresholds from options or a preset, per-request goodput checks, and
 the end-of-run gate (``CHECK FAILED: ...`` lines and exit code 3 on the master).
 
-    slos = SloSet.from_options(parsed_options)       # --slo-ttft-p99-ms 800 / --slo-preset seed
+    slos = SloSet.from_options(parsed_options)       # --slo-ttft-p99-ms 800 / --slo-preset interactive
     slos.request_meets(result)                         # every per-request objective met? (goodput)
     checks = slos.evaluate(ttft=..., itl=..., decode_span=..., error_rate=...)
 """
@@ -21,15 +21,24 @@ EXIT_CODE = 3
 
 @dataclass(frozen=True, slots=True)
 class SloDef:
-    """One objective: an option, the merged metric it reads, and how to judge a single request."""
+    """One objective: the merged metric it reads (a registry key), its quantile, and how to judge a single request.
+    Its name is the metric's: ``<key>_p<NN>_ms`` (``error_rate`` for the one without a metric), its option
+    ``--slo-<name>``."""
 
-    name: str
-    option: str
     metric: str | None
-    """Sketch metric the objective reads (None for error_rate)."""
+    """Registry key of the metric the objective reads (None for error_rate)."""
     quantile: float | None
     request_value: Callable[[GenerationResult], float | None] | None
     """A request's own value in the objective's unit (ms), for goodput; None if not per-request."""
+
+    @property
+    def name(self) -> str:
+        return "error_rate" if self.metric is None else f"{self.metric}_p{(self.quantile or 0) * 100:g}_ms"
+
+    @property
+    def option(self) -> str:
+        """The parsed option's attribute."""
+        return f"slo_{self.name}"
 
 
 def _ttft_ms(r: GenerationResult) -> float | None:
@@ -52,25 +61,28 @@ def _span_ms(r: GenerationResult) -> float | None:
 SLO_DEFS: dict[str, SloDef] = {
     d.name: d
     for d in (
-        SloDef("ttft_p99_ms", "slo_ttft_p99_ms", "ttft", 0.99, _ttft_ms),
-        SloDef("ttfa_p99_ms", "slo_ttfa_p99_ms", "ttfa", 0.99, _ttfa_ms),
-        SloDef("itl_p95_ms", "slo_itl_p95_ms", "itl", 0.95, _itl_p95_ms),
-        SloDef("drift_p99_ms", "slo_drift_p99_ms", "decode_span", 0.99, _span_ms),
-        SloDef("error_rate", "slo_error_rate", None, None, None),
+        SloDef("ttft", 0.99, _ttft_ms),
+        SloDef("ttfa", 0.99, _ttfa_ms),
+        SloDef("itl", 0.95, _itl_p95_ms),
+        SloDef("decode_span", 0.99, _span_ms),
+        SloDef(None, None, None),
     )
 }
 
 PRESETS: dict[str, dict[str, float]] = {
-    "seed": {"ttft_p99_ms": 800.0, "itl_p95_ms": 120.0, "drift_p99_ms": 2500.0},
+    "interactive": {"ttft_p99_ms": 800.0, "itl_p95_ms": 120.0, "decode_span_p99_ms": 2500.0},
 }
-"""``--slo-preset`` values; ``seed`` is the seed article's table in section 2.5."""
+"""``--slo-preset`` values. ``interactive``: an interactive chat service — the first token within 0.8 s, a steady
+stream (ITL p95 120 ms) and no more than 2.5 s between a reply's first and last token at p99."""
+PRESET_ALIASES: dict[str, str] = {"seed": "interactive"}
+"""Older preset names still accepted (``seed``: the project's founding article's table)."""
 NO_PRESET = "none"
 """``--slo-preset none`` (the default): no preset thresholds, only the explicit ``--slo-*`` options. A choice of its
 own so the web UI's drop-down can offer "no SLO" (a select always submits one of its choices)."""
-PRESET_CHOICES = (NO_PRESET, *sorted(PRESETS))
-WHEN_REASONING: dict[str, tuple[str, str]] = {"seed": ("ttft_p99_ms", "ttfa_p99_ms")}
-"""A preset's threshold that also applies to another objective when the model reasons: the seed's TTFB
-(TTFT) threshold bounds the time to the first ANSWER token of an R1-style model too."""
+PRESET_CHOICES = (NO_PRESET, *sorted(PRESETS), *sorted(PRESET_ALIASES))
+WHEN_REASONING: dict[str, tuple[str, str]] = {"interactive": ("ttft_p99_ms", "ttfa_p99_ms")}
+"""A preset's threshold that also applies to another objective when the model reasons: the interactive preset's
+TTFT threshold bounds the time to the first ANSWER token of an R1-style model too."""
 
 
 class SloSet:
@@ -83,13 +95,14 @@ class SloSet:
         self.thresholds = dict(thresholds or {})
         self.when_reasoning = frozenset(when_reasoning or ())
         """Objectives that apply only when the model reasons (a request with reasoning; a run with a thinking
-        span): the seed preset's TTFA."""
+        span): the interactive preset's TTFA."""
 
     @classmethod
     def from_options(cls, options) -> SloSet:
         thresholds: dict[str, float] = {}
         reasoning: set[str] = set()
         preset = getattr(options, "slo_preset", None)
+        preset = PRESET_ALIASES.get(preset, preset)
         if preset and preset != NO_PRESET:
             thresholds.update(PRESETS[preset])
             if preset in WHEN_REASONING:

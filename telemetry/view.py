@@ -1,11 +1,11 @@
 """A read-only view of one run: what the summary, live table, exporter, sections and report are functions of.
 
-The :class:`~telemetry.merger.Merger` takes a view of its state (``merger.view(...)``); the hub hands a fresh
+The :class:`~telemetry.runstate.RunState` takes a view of its state (``merger.view(...)``); the hub hands a fresh
 one to whoever reads (``environment.llm.telemetry.view()``). A view is frozen: its fields are the merged store,
 the stage history, the server series and scrape counters, the SLO set, options, the run's clock, model, host
 and workers. Nothing here writes; build one without any Locust environment for tests or offline use:
 
-    view = Merger().view(options=None, host="http://127.0.0.1:8000")
+    view = RunState().view(options=None, host="http://127.0.0.1:8000")
     build_summary(view, SummaryHooks())
     view.stage_spans(); view.windows(10.0); view.warmup_stages()
 """

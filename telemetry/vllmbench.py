@@ -25,6 +25,10 @@ from pathlib import Path
 
 import numpy as np
 
+from telemetry.metrics import BY_KEY
+
+TTFT, E2E, QUEUE = (BY_KEY[k].summary_key for k in ("ttft", "e2e", "client_queue"))
+"""The request log's keys this reads (``<key>_ms`` of the registry's per-request metrics)."""
 PERCENTILES = (99,)
 """vLLM's default ``--metric-percentiles``."""
 
@@ -46,7 +50,7 @@ def _peaks(records: list[dict]) -> tuple[float, int]:
     if not ok:
         return 0.0, 0
     t0 = min(r["start_unix_s"] for r in ok)
-    end = max(r["start_unix_s"] + r["e2e_ms"] / 1000 for r in ok)
+    end = max(r["start_unix_s"] + r[E2E] / 1000 for r in ok)
     n = int(np.ceil(end - t0)) + 1
     tokens, conc = np.zeros(n), np.zeros(n)
     for r in ok:
@@ -55,20 +59,20 @@ def _peaks(records: list[dict]) -> tuple[float, int]:
             b = int(start + off / 1000)
             if 0 <= b < n:
                 tokens[b] += 1
-        conc[int(start) : int(start + r["e2e_ms"] / 1000) + 1] += 1
+        conc[int(start) : int(start + r[E2E] / 1000) + 1] += 1
     return float(tokens.max()), int(conc.max())
 
 
 def vllm_bench_result(summary: dict, records: list[dict], options=None) -> dict:
     ok = [r for r in records if r["ok"]]
-    ttfts = [r["ttft_ms"] / 1000 if r["ttft_ms"] is not None else None for r in records]
+    ttfts = [r[TTFT] / 1000 if r[TTFT] is not None else None for r in records]
     itls = [(np.diff(r["chunk_offsets_ms"]) / 1000).tolist() if r["ok"] else [] for r in records]
     out_lens = [r["output_tokens"] if r["ok"] else 0 for r in records]
     duration = float(summary.get("duration_s") or 0.0)
     total_in = sum(r["prompt_tokens"] for r in ok)
     total_out = sum(out_lens)
-    tpots = [(r["e2e_ms"] - r["ttft_ms"]) / 1000 / (r["output_tokens"] - 1)
-             for r in ok if r["output_tokens"] > 1 and r["ttft_ms"] is not None]  # fmt: skip
+    tpots = [(r[E2E] - r[TTFT]) / 1000 / (r["output_tokens"] - 1)
+             for r in ok if r["output_tokens"] > 1 and r[TTFT] is not None]  # fmt: skip
     rate = getattr(options, "arrival_rate", None) if options is not None else None
     stages = summary.get("stages") or []
     users = [s.get("users") for s in stages if isinstance(s.get("users"), int)]
@@ -98,9 +102,9 @@ def vllm_bench_result(summary: dict, records: list[dict], options=None) -> dict:
         "output_lens": out_lens,
         "ttfts": [t if t is not None else 0.0 for t in ttfts],
         "itls": itls,
-        "latencies": [r["e2e_ms"] / 1000 if r["ok"] else 0.0 for r in records],
+        "latencies": [r[E2E] / 1000 if r["ok"] else 0.0 for r in records],
         "start_times": [r["start_unix_s"] for r in records],
-        "queue_times": [r["client_queue_ms"] / 1000 for r in records],
+        "queue_times": [r[QUEUE] / 1000 for r in records],
         "generated_texts": ["" for _ in records],
         "max_output_tokens_per_s": peak_tokens,
         "max_concurrent_requests": peak_requests,
@@ -110,7 +114,7 @@ def vllm_bench_result(summary: dict, records: list[dict], options=None) -> dict:
     result.update(_stats("ttft", [t for t, r in zip(ttfts, records, strict=True) if r["ok"] and t is not None]))
     result.update(_stats("tpot", tpots))
     result.update(_stats("itl", [g for gaps in itls for g in gaps]))
-    result.update(_stats("e2el", [r["e2e_ms"] / 1000 for r in ok]))
+    result.update(_stats("e2el", [r[E2E] / 1000 for r in ok]))
     return result
 
 

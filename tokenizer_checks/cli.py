@@ -1,4 +1,4 @@
-"""``python -m tokenizer_checks <command>``: tokenizer-upgrade checks from the seed's chapters 2 and 4.
+"""``python -m tokenizer_checks <command>``: tokenizer-upgrade checks: drift, consistency, fallback, padding, alignment.
 
 Commands live in a registry (:data:`tokenizer_checks.commands.COMMANDS`), one module each, with
 ``add_arguments(parser)`` and ``run(args) -> Outcome``. Exit codes: 0 ok, 1 a threshold given on the
@@ -36,7 +36,7 @@ class _Parser(argparse.ArgumentParser):
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="python -m tokenizer_checks",
-        description="Guard tokenizer upgrades with real tokenizers (seed chapters 2 and 4).",
+        description="Guard tokenizer upgrades with real tokenizers.",
         epilog=EPILOG,
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser, required=True)

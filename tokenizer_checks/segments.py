@@ -1,4 +1,4 @@
-"""Compare two tokenizations of the same text: the seed's Jaccard drift (2.1) and exact boundary differences.
+"""Compare two tokenizations of the same text: the token-set Jaccard drift and exact boundary differences.
 
 Boundaries come from the character offsets the Rust tokenizers return. Two segmentations agree on a
 stretch of text when the same offsets tile it; where they do not, :func:`boundary_diffs` reports the

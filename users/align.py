@@ -1,4 +1,4 @@
-"""Server alignment (seed 2.4 / issue 7): do the client and the server count prompt tokens alike?
+"""Server alignment: do the client and the server count prompt tokens alike?
 
 At test start a few synthetic prompts are counted by the server's ``POST /tokenize`` (vLLM's endpoint;
 ``{"prompt": ...}`` for completions, ``{"messages": [...]}`` for chat). A mismatch above 1% is logged

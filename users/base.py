@@ -138,6 +138,11 @@ class LLMUser(FastHttpUser):
         finally:
             budget.finish()
 
+    def _shares_prefix(self, slot) -> bool:
+        """This request starts with its group's shared system prompt (``--shared-prefix-len``): not a replayed trace
+        line nor a ``--dataset`` record, which bring their own."""
+        return bool(self.settings.shared_prefix_len) and slot is None and self.settings.dataset is None
+
     def send(self) -> GenerationResult | None:
         """Send one request and report it; None when a replayed trace has no line left for this process."""
         env = self.environment
@@ -163,17 +168,11 @@ class LLMUser(FastHttpUser):
             path=target.path,
             body=orjson.dumps(api.body(inp)),
             headers={**target.headers, HEADER_REQUEST_ID: rid, HEADER_TRACEPARENT: traceparent},
-            name=self._request_name,
-            user_class=type(self).__name__,
-            stage=inp.stage,
+            meta=replace(inp.meta, user_class=type(self).__name__, name=self._request_name, request_id=rid,
+                         prefix_group=self._prefix_group if self._shares_prefix(slot) else None),
             stream=api.stream,
             prompt_tokens_client=inp.prompt_tokens,
-            max_tokens=inp.max_tokens,
-            batch_size=inp.prompts,
-            version=inp.version,
             answer=api.answer if conv is None else conv.answer,
-            request_id=rid,
-            turn=inp.turn,
             opens_thinking=self.settings.opens_thinking and api.chat,
         )
         built_s = time.perf_counter() - building
@@ -186,7 +185,7 @@ class LLMUser(FastHttpUser):
         result = replace(result, prompt_build_s=built_s)
         env.events.request.fire(
             request_type="LLM",
-            name=call.name,
+            name=call.meta.name,
             response_time=result.e2e_s * 1000.0,
             response_length=result.output_tokens,
             exception=None if result.ok else LLMError(result.error_kind or "", _detail(result)),

@@ -44,9 +44,9 @@ from users.adapters.base import Answer
 from users.adapters.openai import OPENAI
 from users.faults import LLMError, StreamFault, quote
 from users.inflight import Inflight, LiveRequest
-from users.result import GenerationResult
+from users.result import GenerationResult, RequestMeta
 from users.sse import SSEParser
-from users.tally import StreamTally
+from users.tally import StreamTally, Think
 from users.watchdog import Stalled
 
 _RECV = 16384  # bytes per read: several events when the client falls behind; cheaper to allocate than 64 KiB
@@ -63,22 +63,14 @@ class Call:
     path: str
     body: bytes
     headers: dict[str, str]
-    name: str
-    user_class: str
-    stage: str
+    meta: RequestMeta
+    """The request's labels, handed to its result as they are (the same object)."""
     stream: bool
     prompt_tokens_client: int
-    max_tokens: int
-    batch_size: int = 1
-    version: str | None = None
     answer: Answer = OPENAI
     """How to read the answer (the adapter's)."""
     opens_thinking: bool = False
     """The prompt ends inside ``<think>`` (R1's chat template): the stream starts as reasoning."""
-    request_id: str | None = None
-    """The X-Request-Id the headers carry (:mod:`users.tracing`)."""
-    turn: int | None = None
-    """The turn of its conversation (``--turns``), else None."""
 
 
 def _kind_of_status(status: int) -> str:
@@ -116,7 +108,7 @@ def exchange(
     wall = time.time()
     tally = call.answer.tally(call.prompt_tokens_client)
     if call.opens_thinking:
-        tally.think = 1
+        tally.think = Think.INSIDE
     resp: HTTPSocketPoolResponse | None = None
     pool = http._connection_pool
     sendstamp.install(pool)
@@ -153,7 +145,7 @@ def exchange(
     except LLMError as e:  # a StreamFault too (found in the answer)
         return _failed(call, e.kind, str(e), t0, t_sent, wall, tally)
     except Stalled:
-        detail = f"no byte for the request timeout after {tally.out} tokens"
+        detail = f"no byte for the request timeout after {tally.output_tokens} tokens"
         return _failed(call, "timeout", f"timeout: {detail}", t0, t_sent, wall, tally)
     finally:
         live.live = False
@@ -189,7 +181,7 @@ def _read_stream(resp: HTTPSocketPoolResponse, tally: StreamTally, live: LiveReq
     if resp.message_complete or sock is None:
         # The whole (short) stream came with the headers; the pool may already have taken the socket back.
         if not resp.message_complete:
-            raise LLMError("stream_cut", f"connection closed mid-stream after {tally.out} tokens")
+            raise LLMError("stream_cut", f"connection closed mid-stream after {tally.output_tokens} tokens")
         add(parser.close(), t)
         return t
     raw, readable = _raw_reader(sock)
@@ -218,7 +210,7 @@ def _read_stream(resp: HTTPSocketPoolResponse, tally: StreamTally, live: LiveReq
                 live.last = t = perf()
             _cfeed(resp, data)  # b"" at EOF completes a body delimited by the connection's end
             if not data and not resp.message_complete:
-                raise LLMError("stream_cut", f"connection closed mid-stream after {tally.out} tokens")
+                raise LLMError("stream_cut", f"connection closed mid-stream after {tally.output_tokens} tokens")
             if pending:
                 chunk = pending[0] if len(pending) == 1 else b"".join(pending)
                 pending.clear()
@@ -226,9 +218,10 @@ def _read_stream(resp: HTTPSocketPoolResponse, tally: StreamTally, live: LiveReq
                 if events:
                     add(events, t)
     except TimeoutError:
-        raise LLMError("timeout", f"stream stalled past the request timeout after {tally.out} tokens") from None
+        stalled = f"stream stalled past the request timeout after {tally.output_tokens} tokens"
+        raise LLMError("timeout", stalled) from None
     except (OSError, HTTPParseError) as e:
-        raise LLMError("stream_cut", f"{type(e).__name__} after {tally.out} tokens: {e}") from None
+        raise LLMError("stream_cut", f"{type(e).__name__} after {tally.output_tokens} tokens: {e}") from None
     finally:
         if raw is not None:
             readable.stop()
@@ -309,20 +302,8 @@ def _restamped(t: float | None, times: list[float], arrivals: np.ndarray) -> flo
 
 
 def _base(call: Call, t0: float, t_sent: float, wall: float) -> dict:
-    return {
-        "user_class": call.user_class,
-        "name": call.name,
-        "stage": call.stage,
-        "t0": t0,
-        "t_sent": t_sent,
-        "prompt_tokens_client": call.prompt_tokens_client,
-        "max_tokens": call.max_tokens,
-        "batch_size": call.batch_size,
-        "version": call.version,
-        "wall_start": wall,
-        "request_id": call.request_id,
-        "turn": call.turn,
-    }
+    return {"meta": call.meta, "t0": t0, "t_sent": t_sent, "prompt_tokens_client": call.prompt_tokens_client,
+            "wall_start": wall}  # fmt: skip
 
 
 def _failed(call: Call, kind: str, message: str, t0: float, t_sent: float, wall: float, tally: StreamTally):
@@ -331,9 +312,9 @@ def _failed(call: Call, kind: str, message: str, t0: float, t_sent: float, wall:
         error_kind=kind,
         error_message=message,
         t_end=time.perf_counter(),
-        chunk_times=_arrivals(tally.times),
-        chunk_tokens=np.asarray(tally.ks, dtype=np.int64),
-        output_tokens=tally.ct if tally.ct is not None else tally.out,
+        chunk_times=_arrivals(tally.chunk_times),
+        chunk_tokens=np.asarray(tally.chunk_tokens, dtype=np.int64),
+        output_tokens=tally.usage_tokens if tally.usage_tokens is not None else tally.output_tokens,
         prompt_tokens=tally.prompt_tokens or 0,
         finish_reason=tally.finish_reason,
         **_base(call, t0, t_sent, wall),
@@ -343,27 +324,27 @@ def _failed(call: Call, kind: str, message: str, t0: float, t_sent: float, wall:
 def _stream_result(call, tally: StreamTally, t0, t_sent, t_end, wall, count_text) -> GenerationResult:
     missing = call.answer.stream_missing(tally)
     if missing:
-        raise LLMError("stream_cut", f"stream ended without {' and '.join(missing)} after {tally.out} tokens")
-    if not tally.times:
+        raise LLMError("stream_cut", f"stream ended without {' and '.join(missing)} after {tally.output_tokens} tokens")
+    if not tally.chunk_times:
         raise LLMError("empty", "the stream carried no token")
-    if tally.ct is not None:
-        output, source = tally.ct, "usage"
+    if tally.usage_tokens is not None:
+        output, source = tally.usage_tokens, "usage"
     else:
-        output = count_text("".join(tally.texts)) if count_text else tally.out
+        output = count_text("".join(tally.texts)) if count_text else tally.output_tokens
         source = "tokenizer" if count_text else "chunks"
-    arrivals = _arrivals(tally.times)
+    arrivals = _arrivals(tally.chunk_times)
     return GenerationResult(
         ok=True,
         error_kind=None,
         error_message=None,
         t_end=t_end,
         chunk_times=arrivals,
-        chunk_tokens=np.asarray(tally.ks, dtype=np.int64),
+        chunk_tokens=np.asarray(tally.chunk_tokens, dtype=np.int64),
         output_tokens=output,
         prompt_tokens=tally.prompt_tokens if tally.prompt_tokens is not None else call.prompt_tokens_client,
         token_source=source,
-        t_reasoning=_restamped(tally.t_reason, tally.times, arrivals),
-        t_answer=_restamped(tally.t_answer, tally.times, arrivals),
+        t_reasoning=_restamped(tally.t_reason, tally.chunk_times, arrivals),
+        t_answer=_restamped(tally.t_answer, tally.chunk_times, arrivals),
         reasoning_tokens=min(tally.reasoning_tokens(count_text), output),
         finish_reason=tally.finish_reason,
         **_base(call, t0, t_sent, wall),

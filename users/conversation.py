@@ -24,8 +24,8 @@ model's streamed ones (``--history live``); each turn's ``max_tokens`` is its an
 count the tokenizer's chat template rendered over the whole history (:meth:`RunSettings.count_messages`).
 
     conv = Conversation(settings, group=settings.next_group())
-    inp = conv.draw(adapter, stage)      # RequestInput with turn = 1, 2, ...
-    ... exchange(..., Call(answer=conv.answer, turn=inp.turn)) ...
+    inp = conv.draw(adapter, stage)      # RequestInput with meta.turn = 1, 2, ...
+    ... exchange(..., Call(answer=conv.answer, meta=inp.meta)) ...
     pause = conv.after(result)           # seconds to think before the next turn (0 when a new one starts)
 """
 
@@ -35,7 +35,7 @@ import orjson
 
 from shapes.stage import Stage
 from users.adapters.openai import OpenAIAnswer
-from users.request import RequestInput, Route
+from users.request import RequestInput, request_input
 from users.settings import RunSettings
 from users.tally import StreamTally
 from workload.datasets import Dialog
@@ -119,16 +119,8 @@ class Conversation:
         self.tokens = tokens
         model_input = list(self.messages)
         picked = s.route(model_input)
-        return RequestInput(
-            texts=(p.text,),
-            prompt_tokens=tokens,
-            max_tokens=max_tokens,
-            sampling=s.sampling(max_tokens),
-            stage=stage.name,
-            model_input=model_input,
-            route=Route(*picked) if picked is not None else None,
-            turn=self.turn,
-        )
+        return request_input((p.text,), tokens, max_tokens, s.sampling(max_tokens), stage, model_input, picked,
+                             turn=self.turn)
 
     def _start_dialog(self) -> None:
         d = self.dialog = self.settings.next_dialog()
@@ -155,16 +147,8 @@ class Conversation:
         self.tokens = tokens
         model_input = list(messages)
         picked = s.route(model_input)
-        return RequestInput(
-            texts=(t.text,),
-            prompt_tokens=tokens,
-            max_tokens=max_tokens,
-            sampling=s.sampling(max_tokens),
-            stage=stage.name,
-            model_input=model_input,
-            route=Route(*picked) if picked is not None else None,
-            turn=self.turn,
-        )
+        return request_input((t.text,), tokens, max_tokens, s.sampling(max_tokens), stage, model_input, picked,
+                             turn=self.turn)
 
     def _count_next(self, p: Prompt) -> int:
         """The client count of the next turn: by the DeepSeek rule above, or rendered with the tokenizer's own

@@ -18,8 +18,8 @@ import gevent
 
 
 class _Progress(Protocol):
-    prompt: int
-    out: int
+    client_prompt_tokens: int
+    output_tokens: int
 
 
 class LiveRequest:
@@ -29,7 +29,7 @@ class LiveRequest:
 
     def __init__(self, tally: _Progress, last: float = 0.0) -> None:
         self.tally = tally
-        """The request's chunk tally (``prompt``, ``out``)."""
+        """The request's chunk tally (``client_prompt_tokens``, ``output_tokens``)."""
         self.last = last
         """When the last byte arrived (set by the client per read; read by users.watchdog)."""
         self.owner = gevent.getcurrent()
@@ -40,14 +40,14 @@ class LiveRequest:
         """The stall watch has thrown ``Stalled`` into ``owner``."""
 
     @property
-    def prompt(self) -> int:
+    def client_prompt_tokens(self) -> int:
         """Prompt tokens (client count), for the in-flight KV estimate."""
-        return self.tally.prompt
+        return self.tally.client_prompt_tokens
 
     @property
-    def out(self) -> int:
+    def output_tokens(self) -> int:
         """Output tokens so far."""
-        return self.tally.out
+        return self.tally.output_tokens
 
 
 class Inflight:
@@ -67,4 +67,4 @@ class Inflight:
         return len(self._live)
 
     def snapshot(self) -> list[tuple[int, int]]:
-        return [(x.prompt, x.out) for x in list(self._live)]
+        return [(x.client_prompt_tokens, x.output_tokens) for x in list(self._live)]

@@ -29,9 +29,9 @@ from workload.routing import ROUTE_TABLE_FORM, ROUTE_TOKENIZERS_FORM, RouteTable
 from workload.tokenizers import AUTO, DEFAULT_TOKENIZER, NAMES, TokenizerNotFound, load_tokenizer
 
 INPUT_LEN_DEFAULT = "fixed:512"
-"""--input-len: the seed's 512 tokens in."""
+"""--input-len: 512 tokens in (a typical chat prompt with context)."""
 OUTPUT_LEN_DEFAULT = "fixed:256"
-"""--output-len: the seed's 256 tokens out."""
+"""--output-len: 256 tokens out (a typical chat reply)."""
 IGNORE_EOS_DEFAULT = True
 """--ignore-eos: generate exactly max_tokens."""
 BATCH_SIZE_DEFAULT = 8

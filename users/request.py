@@ -5,7 +5,8 @@ the prompt's fingerprint picks (``--route-table``) and the stage it is sent in. 
 (:mod:`users.adapters`) turns it into a body; nothing here knows an endpoint.
 
     inp = draw(settings, adapter, board.current)   # RNG order: max_tokens, then the prompts
-    inp.texts, inp.prompt_tokens, inp.max_tokens, inp.sampling, inp.route, inp.stage, inp.model_input
+    inp.texts, inp.prompt_tokens, inp.sampling, inp.route, inp.model_input
+    inp.meta                                        # the labels (stage, max_tokens, version, turn, ...)
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from dataclasses import dataclass
 from typing import NamedTuple, Protocol
 
 from shapes.stage import Stage
+from users.result import RequestMeta
 from users.settings import RunSettings
 from workload.trace import TraceRecord
 
@@ -32,27 +34,35 @@ class RequestInput:
     """The prompt texts, one per prompt in the request."""
     prompt_tokens: int
     """Prompt tokens by the client's tokenizer, over all prompts."""
-    max_tokens: int
-    """The drawn output length."""
     sampling: dict
     """Length controls and model name for the body (:meth:`RunSettings.sampling`); read, never changed."""
-    stage: str
-    """Name of the load stage the request is sent in."""
     model_input: object
     """The model input as the body carries it (the adapter's ``model_input``): what the route fingerprints."""
+    meta: RequestMeta
+    """The labels known when the input is drawn (stage, max_tokens, batch size, version, turn); the user adds its
+    own (:meth:`users.base.LLMUser.send`) and hands the record on by reference."""
     route: Route | None = None
     """The route the fingerprint picked, None without ``--route-table``."""
-    turn: int | None = None
-    """The turn of its conversation (1, 2, ...; ``--turns``), None for a request that stands alone."""
+
+    @property
+    def max_tokens(self) -> int:
+        """The drawn output length."""
+        return self.meta.max_tokens
 
     @property
     def prompts(self) -> int:
         """Prompts carried by the request (the batch size of a batch request)."""
         return len(self.texts)
 
-    @property
-    def version(self) -> str | None:
-        return self.route.version if self.route is not None else None
+
+def request_input(texts: tuple[str, ...], prompt_tokens: int, max_tokens: int, sampling: dict, stage: Stage,
+                  model_input: object, picked: tuple | None, **labels) -> RequestInput:  # fmt: skip
+    """The input and its labels: the route ``picked`` (``RunSettings.route``'s answer, None without a table); the
+    caller's own ``labels`` (``turn=...``) are further :class:`~users.result.RequestMeta` fields."""
+    route = Route(*picked) if picked is not None else None
+    meta = RequestMeta(stage=stage.name, max_tokens=max_tokens, batch_size=len(texts),
+                       version=route.version if route is not None else None, **labels)  # fmt: skip
+    return RequestInput(texts, prompt_tokens, sampling, model_input, meta, route)
 
 
 class _Shape(Protocol):
@@ -93,16 +103,8 @@ def draw(settings: RunSettings, adapter: _Shape, stage: Stage, group: int = 0) -
         picked = settings.route(model_input)
         if tok is None or picked is None or settings.tokenizer_of(picked[0]) == tok:
             break
-    return RequestInput(
-        texts=texts,
-        prompt_tokens=sum(p.tokens for p in prompts) + (len(prompts) * settings.system_tokens(adapter.chat, tok)
-                                                        if system else 0),  # fmt: skip
-        max_tokens=max_tokens,
-        sampling=settings.sampling(max_tokens),
-        stage=stage.name,
-        model_input=model_input,
-        route=Route(*picked) if picked is not None else None,
-    )
+    tokens = sum(p.tokens for p in prompts) + (n * settings.system_tokens(adapter.chat, tok) if system else 0)
+    return request_input(texts, tokens, max_tokens, settings.sampling(max_tokens), stage, model_input, picked)
 
 
 def draw_records(settings: RunSettings, adapter: _Shape, stage: Stage) -> RequestInput:
@@ -114,15 +116,8 @@ def draw_records(settings: RunSettings, adapter: _Shape, stage: Stage) -> Reques
     max_tokens = settings.dialog_max_tokens(turns[0])
     model_input = adapter.model_input(texts)
     picked = settings.route(model_input)
-    return RequestInput(
-        texts=texts,
-        prompt_tokens=sum(count(t) for t in texts),
-        max_tokens=max_tokens,
-        sampling=settings.sampling(max_tokens),
-        stage=stage.name,
-        model_input=model_input,
-        route=Route(*picked) if picked is not None else None,
-    )
+    tokens = sum(count(t) for t in texts)
+    return request_input(texts, tokens, max_tokens, settings.sampling(max_tokens), stage, model_input, picked)
 
 
 def draw_trace(settings: RunSettings, adapter: _Shape, stage: Stage, record: TraceRecord) -> RequestInput:
@@ -132,12 +127,5 @@ def draw_trace(settings: RunSettings, adapter: _Shape, stage: Stage, record: Tra
     p = settings.trace_prompt(adapter.chat, record)
     model_input = adapter.model_input((p.text,))
     picked = settings.route(model_input)
-    return RequestInput(
-        texts=(p.text,),
-        prompt_tokens=p.tokens,
-        max_tokens=record.output_length,
-        sampling=settings.sampling(record.output_length),
-        stage=stage.name,
-        model_input=model_input,
-        route=Route(*picked) if picked is not None else None,
-    )
+    n = record.output_length
+    return request_input((p.text,), p.tokens, n, settings.sampling(n), stage, model_input, picked)

@@ -3,8 +3,9 @@
 A user builds exactly one :class:`GenerationResult` per LLM request and hands it to the recorder;
 nothing downstream re-reads the stream. All times are ``time.perf_counter()`` seconds.
 
-    r = GenerationResult(..., chunk_times=np.array([...]), chunk_tokens=np.array([...]))
-    r.ttft_s, r.ttst_s, r.ttfa_s, r.thinking_s, r.e2e_s, r.tpot_s, r.decode_span_s
+    r = GenerationResult(meta, ..., chunk_times=np.array([...]), chunk_tokens=np.array([...]))
+    r.meta.stage, r.meta.version, r.meta.request_id, ...      # the request's labels: one RequestMeta
+    r.ttft_s, r.ttst_s, r.ttfa_s, r.thinking_s, r.answer_span_s, r.e2e_s, r.tpot_s, r.decode_span_s
     r.itl_samples(), r.inter_chunk_samples(), r.reasoning_tokens, r.answer_tokens
 """
 
@@ -33,15 +34,40 @@ _EMPTY_I = np.zeros(0, dtype=np.int64)
 
 
 @dataclass(frozen=True, slots=True)
+class RequestMeta:
+    """The labels of one request: set where each is known (drawn with the input, completed once by the user that
+    sends it) and then carried by reference, ``RequestInput.meta`` -> ``Call.meta`` -> ``GenerationResult.meta``;
+    nothing copies them field by field. Every field is a column of the request log (telemetry/requestlog.py walks
+    them), so a new label is one field here (with a default) plus the line that sets it."""
+
+    stage: str = "main"
+    """Name of the load stage the request was sent in (``"main"`` without a shape)."""
+    max_tokens: int = 0
+    """The drawn output length (``max_tokens`` in the body)."""
+    batch_size: int = 1
+    """Prompts carried by this request (BatchCompletionUser), else 1."""
+    version: str | None = None
+    """Route version picked by the request fingerprint (``--route-table``), else None."""
+    turn: int | None = None
+    """The turn of its conversation (1, 2, ...; ``--turns``), None for a request that stands alone."""
+    user_class: str = ""
+    """Locust user class name, e.g. ``StreamingChatUser``."""
+    name: str = ""
+    """The Locust request name (endpoint and mode), e.g. ``POST /v1/chat/completions [stream]``."""
+    request_id: str | None = None
+    """The request's ``X-Request-Id`` (``<run>-<worker>-<sequence>``, :mod:`users.tracing`); its trace id is
+    ``users.tracing.trace_id_of(request_id)``. None for a request built without one."""
+    prefix_group: int | None = None
+    """The shared system prompt the request starts with (``--shared-prefix-len``: its group of
+    ``--prefix-groups``), None without one: which requests could hit the same prefix-cache blocks."""
+
+
+@dataclass(frozen=True, slots=True)
 class GenerationResult:
     """One LLM request, timed on the client."""
 
-    user_class: str
-    """Locust user class name, e.g. ``StreamingChatUser``."""
-    name: str
-    """The Locust request name (endpoint and mode), e.g. ``POST /v1/chat/completions [stream]``."""
-    stage: str
-    """Name of the load stage the request was sent in (``"main"`` without a shape)."""
+    meta: RequestMeta
+    """The request's labels (stage, version, turn, user class, request id, ...), shared with its Call."""
     ok: bool
     error_kind: str | None
     """One of :data:`ERROR_KINDS` when not ok."""
@@ -62,18 +88,8 @@ class GenerationResult:
     """``usage`` when the server's usage was read, ``tokenizer`` when counted on the client."""
     prompt_tokens_client: int | None = None
     """The client tokenizer's prompt count (for the client/server mismatch ratio)."""
-    max_tokens: int = 0
-    batch_size: int = 1
-    """Prompts carried by this request (BatchCompletionUser), else 1."""
-    version: str | None = None
-    """Route version picked by the request fingerprint (``--route-table``), else None."""
     wall_start: float = 0.0
     """time.time() at t0, for labelling only."""
-    request_id: str | None = None
-    """The request's ``X-Request-Id`` (``<run>-<worker>-<sequence>``, :mod:`users.tracing`); its trace id is
-    ``users.tracing.trace_id_of(request_id)``. None for a result built without one."""
-    turn: int | None = None
-    """The turn of its conversation (1, 2, ...; ``--turns``), None for a request that stands alone."""
     t_reasoning: float | None = None
     """Arrival of the first token-bearing chunk of reasoning (``reasoning_content`` / ``reasoning`` / inside
     ``<think>``); None when the answer carried no reasoning."""
@@ -109,6 +125,14 @@ class GenerationResult:
         if self.t_answer is None or self.t_reasoning is None:
             return None
         return self.t_answer - self.t_reasoning
+
+    @property
+    def answer_span_s(self) -> float | None:
+        """Answer span: last token-bearing chunk minus the first answer token — how long the answer streams after
+        any reasoning (== decode span without reasoning); None without answer text."""
+        if self.t_answer is None or not len(self.chunk_times):
+            return None
+        return float(self.chunk_times[-1]) - self.t_answer
 
     @property
     def answer_tokens(self) -> int:

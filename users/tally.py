@@ -7,8 +7,10 @@ non-empty (k = 1). The role-only first chat chunk, empty chunks and the final us
 
     t = StreamTally(prompt_tokens_client=512)
     t.add([b'{"choices":[...],"usage":{...}}', b"[DONE]"], arrival_time)
-    t.times, t.ks, t.out, t.done, t.finished, t.finish_reason, t.usage_tokens, t.prompt_tokens
-    t.t_reason, t.t_answer, t.reasoning, t.split      # reasoning vs answer (R1)
+    t.chunk_times, t.chunk_tokens             # arrival and tokens (k) of each token-bearing chunk
+    t.output_tokens, t.usage_tokens           # tokens so far (sum of k); the server's usage.completion_tokens
+    t.done, t.finished, t.finish_reason, t.prompt_tokens, t.client_prompt_tokens
+    t.t_reason, t.t_answer, t.reasoning, t.split, t.think      # reasoning vs answer (R1); think: a Think
 
 Reasoning (DeepSeek-R1): a token-bearing chunk is reasoning when its delta carries ``reasoning_content`` or
 ``reasoning`` (vLLM's reasoning parser), or — served without a parser — when its ``content`` lies between
@@ -23,13 +25,14 @@ method call with three dict lookups (plus a substring search inside ``<think>``)
 
 Pure: no I/O, no clock. ``add`` raises :class:`~users.faults.StreamFault` (``bad_chunk`` or ``server_error``).
 This is the chunk classifier of the OpenAI answer shape (:mod:`users.adapters.openai`); the request's
-liveness (last byte, reading greenlet) is :class:`users.inflight.LiveRequest`, which reads ``prompt`` and
-``out`` (tokens so far) from here.
+liveness (last byte, reading greenlet) is :class:`users.inflight.LiveRequest`, which reads ``client_prompt_tokens``
+and ``output_tokens`` (tokens so far) from here.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from enum import IntEnum
 
 import orjson
 
@@ -40,22 +43,41 @@ _JSONError = orjson.JSONDecodeError
 _TEXT_FIELDS = ("content", "reasoning_content", "reasoning")
 
 
+class Think(IntEnum):
+    """Where a stream's ``content`` stands against ``<think>...</think>`` (R1 served without a reasoning parser):
+    part of the adapter contract — the client sets ``INSIDE`` before the first chunk for a model whose chat template
+    opens ``<think>`` in the prompt (R1: the reply starts inside the thinking, without the tag)."""
+
+    NO_TAG = 0
+    """No ``<think>`` seen in content (a parser's reasoning fields, or a model that does not reason)."""
+    INSIDE = 1
+    """Inside ``<think>``: content is reasoning until ``</think>``."""
+    CLOSED = 2
+    """``</think>`` seen: content after it is the answer."""
+
+
+_NO_TAG, _INSIDE, _CLOSED = (int(x) for x in Think)  # plain ints in module globals: no enum lookup per chunk
+
+
 class StreamTally:
-    __slots__ = ("prompt", "out", "times", "ks", "done", "finish_reason", "ct", "continuous", "prompt_tokens",
-                 "texts", "t_reason", "t_answer", "reasoning", "pending", "split", "think")  # fmt: skip
+    __slots__ = ("client_prompt_tokens", "output_tokens", "chunk_times", "chunk_tokens", "done", "finish_reason",
+                 "usage_tokens", "continuous", "prompt_tokens", "texts", "t_reason", "t_answer", "reasoning", "pending",
+                 "split", "think")  # fmt: skip
 
     def __init__(self, prompt_tokens_client: int = 0) -> None:
-        self.prompt = prompt_tokens_client
+        self.client_prompt_tokens = prompt_tokens_client
         """Prompt tokens (client count) — for the in-flight KV estimate."""
-        self.out = 0
+        self.output_tokens = 0
         """Output tokens so far (sum of k)."""
-        self.times: list[float] = []
-        self.ks: list[int] = []
+        self.chunk_times: list[float] = []
+        """Arrival time of each token-bearing chunk."""
+        self.chunk_tokens: list[int] = []
+        """Tokens carried by each token-bearing chunk (k >= 1)."""
         self.done = False
         """``data: [DONE]`` seen."""
         self.finish_reason: str | None = None
         """The last ``finish_reason`` seen (``stop``, ``length``, ...)."""
-        self.ct: int | None = None
+        self.usage_tokens: int | None = None
         """Last ``usage.completion_tokens`` seen (None: the server sent no usage)."""
         self.continuous = False
         self.prompt_tokens: int | None = None
@@ -71,9 +93,8 @@ class StreamTally:
         """Tokens of text-less chunks before any reasoning or answer (reasoning if reasoning follows)."""
         self.split: tuple[int, str] | None = None
         """(k, answer text) of the chunk where reasoning ended and the answer began mid-chunk."""
-        self.think = 0
-        """0: no ``<think>`` in content, 1: inside it, 2: closed. The client starts it at 1 for a model whose chat
-        template opens ``<think>`` in the prompt (R1: the reply starts inside the thinking, without the tag)."""
+        self.think = _NO_TAG
+        """Where content stands against ``<think>`` (:class:`Think`)."""
 
     def add(self, payloads: list[bytes], t: float) -> None:
         """Account the event payloads that arrived in one read at time ``t``."""
@@ -82,18 +103,18 @@ class StreamTally:
                 obj = _loads(p)
                 choices = obj["choices"]
             except (_JSONError, KeyError, TypeError):
-                self._odd(p)  # [DONE], keep-alive, error object, usage without choices, junk
+                self._without_choices(p)  # [DONE], keep-alive, error object, usage without choices, junk
                 continue
             usage = obj.get("usage")
             if usage is not None and (ct := usage.get("completion_tokens")) is not None:
                 if self.prompt_tokens is None:
                     self.prompt_tokens = usage.get("prompt_tokens")
                 if not choices:  # the final usage chunk: the total, no token of its own
-                    self.ct = ct
+                    self.usage_tokens = ct
                     continue
                 self.continuous = True
-                k = ct - (self.ct or 0)
-                self.ct = ct
+                k = ct - (self.usage_tokens or 0)
+                self.usage_tokens = ct
                 c0 = choices[0]
             elif choices:
                 c0 = choices[0]
@@ -103,9 +124,9 @@ class StreamTally:
             if (reason := c0.get("finish_reason")) is not None:
                 self.finish_reason = reason
             if k > 0:
-                self.times.append(t)
-                self.ks.append(k)
-                self.out += k
+                self.chunk_times.append(t)
+                self.chunk_tokens.append(k)
+                self.output_tokens += k
                 if self.t_answer is None:  # reasoning precedes the answer: nothing more to do per chunk after
                     self._stage(c0, k, t)
 
@@ -115,16 +136,16 @@ class StreamTally:
         if d is not None:
             r = d.get("reasoning_content") or d.get("reasoning")
             a = d.get("content")
-            if r and self.think == 1:  # a reasoning parser is at work: content is the answer
-                self.think = 0
+            if r and self.think == _INSIDE:  # a reasoning parser is at work: content is the answer
+                self.think = _NO_TAG
         else:
             r, a = None, c0.get("text")
-        if a and (self.think == 1 or (self.think == 0 and a.lstrip().startswith("<think>"))):
+        if a and (self.think == _INSIDE or (self.think == _NO_TAG and a.lstrip().startswith("<think>"))):
             end = a.find("</think>")
             if end < 0:
-                self.think, r, a = 1, a, None
+                self.think, r, a = _INSIDE, a, None
             else:
-                self.think, r, a = 2, a[: end + 8], a[end + 8 :]
+                self.think, r, a = _CLOSED, a[: end + 8], a[end + 8 :]
                 if not a.strip():
                     a = None
         if r:
@@ -157,7 +178,7 @@ class StreamTally:
         n = count_text(answer) if count_text is not None else round(k * len(answer) / max(len(answer) + 8, 1))
         return self.reasoning + max(k - max(n, 1), 0)
 
-    def _odd(self, p: bytes) -> None:
+    def _without_choices(self, p: bytes) -> None:
         """The rare payloads: anything but a JSON object with ``choices``."""
         if p == b"[DONE]":
             self.done = True
@@ -175,7 +196,7 @@ class StreamTally:
         usage = obj.get("usage")
         if not isinstance(usage, dict) or usage.get("completion_tokens") is None:
             raise StreamFault("bad_chunk", f"no choices: {quote(p)}")
-        self.ct = usage["completion_tokens"]
+        self.usage_tokens = usage["completion_tokens"]
         if self.prompt_tokens is None:
             self.prompt_tokens = usage.get("prompt_tokens")
 
@@ -190,5 +211,5 @@ class StreamTally:
             return 0
         self.texts.append(text)
         if self.continuous:  # a chunk without usage in a continuous stream: keep the delta base in step
-            self.ct = (self.ct or 0) + 1
+            self.usage_tokens = (self.usage_tokens or 0) + 1
         return 1

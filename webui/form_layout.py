@@ -81,7 +81,7 @@ LAYOUT: dict[str, tuple[str, str]] = {
     "slo_ttft_p99_ms": ("slo", "TTFT p99 at most (ms)"),
     "slo_ttfa_p99_ms": ("slo", "Time to first answer p99 at most (ms)"),
     "slo_itl_p95_ms": ("slo", "ITL p95 at most (ms)"),
-    "slo_drift_p99_ms": ("slo", "Decode span p99 at most (ms)"),
+    "slo_decode_span_p99_ms": ("slo", "Decode span p99 at most (ms)"),
     "slo_error_rate": ("slo", "Error rate at most (0..1)"),
     "llm_stop_on": ("slo", "Stop when a detector fires"),
     "batching_p99_rise": ("slo", "Batching rule: TTFT p99 rise (ratio)"),

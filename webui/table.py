@@ -16,7 +16,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from telemetry.metrics import having, keys
+from telemetry.live import LIVE
+from telemetry.metrics import BY_KEY
 
 TAB_KEY = "llm"
 MISSING = "—"
@@ -27,14 +28,14 @@ COLUMNS: list[tuple[str, str]] = [
     ("stage", "Stage"),
     ("users", "Users"),
     ("requests", "Requests"),
-    *((f"{m.key}_{q}", f"{m.label} {q} (ms)") for m in having("live") for q in ("p50", "p99")),
+    *((f"{k}_{q}", f"{BY_KEY[k].label} {q} (ms)") for k in LIVE for q in ("p50", "p99")),
     ("output_tok_s", "Output tok/s"),
     ("server_kv", "Server KV usage"),
     ("client_kv", "Client KV fill"),
     ("detectors", "Live detectors"),
 ]
 STRUCTURE = [{"key": key, "title": title} for key, title in COLUMNS]
-LATENCIES = keys("live")
+LATENCIES = LIVE
 NOW = "now"
 
 

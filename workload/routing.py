@@ -228,7 +228,7 @@ def _cached_hash(tokenizer: str) -> str:
 
 
 def metadata_headers(version: str, tokenizer: str, compat_level: str = "backward") -> dict[str, str]:
-    """The seed's 4.3 headers: X-Tokenizer-Version, X-Tokenizer-Hash (sha256 of tokenizer.json), X-Compat-Level."""
+    """The gray-routing headers: X-Tokenizer-Version, X-Tokenizer-Hash (sha256 of tokenizer.json), X-Compat-Level."""
     if compat_level not in COMPAT_LEVELS:
         raise ValueError(f"compat level {compat_level!r} not one of {', '.join(COMPAT_LEVELS)}")
     return {

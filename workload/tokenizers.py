@@ -216,7 +216,7 @@ def tokenizer_config(name_or_path: str) -> dict:
 
 
 def tokenizer_hash(name_or_path: str) -> str:
-    """SHA-256 of tokenizer.json (the seed's X-Tokenizer-Hash, section 4.3)."""
+    """SHA-256 of tokenizer.json (the X-Tokenizer-Hash header)."""
     return hashlib.sha256(tokenizer_json_bytes(name_or_path)).hexdigest()
 
 

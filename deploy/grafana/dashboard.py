@@ -5,12 +5,13 @@
 
 The JSON is committed (Grafana provisions it as a file); this script is its source so the PromQL stays
 readable. Client-side series are the Locust master's `llm_*` metrics; server-side series are vLLM's own
-`vllm:*` (V1 names, plus the legacy names of older servers such as the seed's v0.6.3) and the master's
+`vllm:*` (V1 names, plus the legacy names of older servers such as v0.6.3) and the master's
 relayed `llm_server_*`; GPU memory and utilization come from `server.gpu_exporter` or, where a cluster runs
 NVIDIA's dcgm-exporter instead, from `DCGM_FI_DEV_FB_USED` / `DCGM_FI_DEV_FB_FREE` (MiB) and `DCGM_FI_DEV_GPU_UTIL`
 (%), whichever exists (PromQL `or`, ours first). Stage boundaries are annotations drawn from `llm_stage_info`. The
-client latency panels come from telemetry.metrics (one per metric with a ``panel``: p50, p95, p99), so a new client
-metric gets its panel there; the live detectors' gauges (telemetry/detectors.py) have their own panels.
+client latency panels are :data:`METRIC_PANELS` (keyed by telemetry.metrics' registry key: a panel's kind, title,
+help and vLLM's histograms of the same quantity), so a new client metric gets its panel with one entry there; the
+live detectors' gauges (telemetry/detectors.py) have their own panels.
 
 Imports anywhere: every query reads the datasource variable ``${datasource}`` (no hard-coded uid), ``__inputs``
 lets Grafana's import dialog ask for the Prometheus to use, and the variables ``model`` (vLLM's ``model_name``),
@@ -29,7 +30,7 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:  # run as a script from anywhere: the registry lives in the project
     sys.path.insert(0, str(ROOT))
 
-from telemetry.metrics import ClientMetric, having  # noqa: E402
+from telemetry.metrics import BY_KEY, ClientMetric  # noqa: E402
 
 OUT = Path(__file__).resolve().parent / "dashboards" / "deepseek-locust.json"
 DS_INPUT = "DS_PROMETHEUS"
@@ -72,7 +73,45 @@ def quantile(q: float, metric: str, by: str = "stage", where: str = CLIENT) -> s
     return f"histogram_quantile({q}, sum by ({group}) (rate({metric}_bucket{{{where}}}[{RATE}])))"
 
 
-def latency_panel(m: ClientMetric) -> Panel:
+@dataclass(frozen=True)
+class MetricPanel:
+    """How the dashboard draws one client metric (a histogram metric of telemetry.metrics)."""
+
+    kind: str
+    """``latency``: client p50/p95/p99 per stage, the merged sketch's p95/p99 (a ``top`` metric: the quantile
+    gauge), the server's own p95/p99; ``p99``: client p99 per stage only."""
+    title: str
+    help: str
+    server: tuple[str, ...] = ()
+    """vLLM's histograms of the same quantity, drawn next to the client's."""
+
+
+METRIC_PANELS: dict[str, MetricPanel] = {
+    "ttft": MetricPanel("latency", "Time to first token", "Client TTFT from t0 (scheduled send time in open loop) to "
+                        "the first token-bearing chunk; the server's own TTFT excludes the network and client "
+                        "queueing.",
+                        ("vllm:time_to_first_token_seconds",)),
+    "itl": MetricPanel("latency", "Inter-token latency", "Gap between token-bearing chunks divided by the tokens they "
+                       "carry. Server: V1 ITL, or the legacy per-output-token histogram of older vLLM.",
+                       ("vllm:inter_token_latency_seconds", "vllm:time_per_output_token_seconds")),
+    "tpot": MetricPanel("latency", "Time per output token", "Per request: decode span / (output tokens - 1).",
+                        ("vllm:request_time_per_output_token_seconds",)),
+    "e2e": MetricPanel("latency", "End-to-end latency", "From t0 to the end of the stream.",
+                       ("vllm:e2e_request_latency_seconds",)),
+    "decode_span": MetricPanel("p99", "Decode span p99 (cumulative drift)", "Last token minus first token, per request "
+                               "(cumulative drift; SLO preset interactive: p99 2500 ms)."),
+    "ttst": MetricPanel("latency", "Time to second token", "Gap between the first and the second token-bearing chunk "
+                        "(AIPerf's TTST): the first decode step after prefill, as the client sees it."),
+    "ttfa": MetricPanel("latency", "Time to first answer token", "Client time from t0 to the first answer token "
+                        "(content), after an R1-style model's reasoning (reasoning_content / reasoning, or "
+                        "<think>...</think> in content)."),
+    "thinking": MetricPanel("p99", "Thinking span p99", "First answer token minus first reasoning token, per request "
+                            "(R1-style reasoning)."),
+}  # fmt: skip
+"""Client metric (registry key) -> its panel, in registry order."""
+
+
+def latency_panel(m: ClientMetric, p: MetricPanel) -> Panel:
     """Client p50/p95/p99 per stage from the histogram, the merged sketch's p95 and p99, the server's own p95/p99."""
     targets = [Target(quantile(q, m.prom_name), f"client p{q * 100:g} {{{{stage}}}}") for q in (0.5, 0.95, 0.99)]
     targets += [
@@ -82,20 +121,20 @@ def latency_panel(m: ClientMetric) -> Panel:
     ]  # fmt: skip
     targets += [
         Target(quantile(q, name, by="", where=SERVER), f"server p{q * 100:g} ({name})")
-        for name in m.server for q in (0.95, 0.99)
+        for name in p.server for q in (0.95, 0.99)
     ]  # fmt: skip
-    return Panel(m.panel_title, "s", targets, m.panel_help)
+    return Panel(p.title, "s", targets, p.help)
 
 
-def p99_panel(m: ClientMetric) -> Panel:
-    return Panel(m.panel_title, "s", [Target(quantile(0.99, m.prom_name), "p99 {{stage}}")], m.panel_help)
+def p99_panel(m: ClientMetric, p: MetricPanel) -> Panel:
+    return Panel(p.title, "s", [Target(quantile(0.99, m.prom_name), "p99 {{stage}}")], p.help)
 
 
 PANEL_KINDS = {"latency": latency_panel, "p99": p99_panel}
-"""ClientMetric.panel -> the function that draws it."""
+"""MetricPanel.kind -> the function that draws it."""
 
 PANELS: list[Panel] = [
-    *(PANEL_KINDS[m.panel](m) for m in having("panel")),
+    *(PANEL_KINDS[p.kind](BY_KEY[key], p) for key, p in METRIC_PANELS.items()),
     Panel(
         "Tokens per second",
         "short",

@@ -1,7 +1,7 @@
 """vLLM V1's Prometheus metrics, fed by the simulated engine and served at ``/metrics``.
 
 Names, types, labels (``model_name``, ``engine``) and histogram bucket boundaries follow vLLM V1's
-``PrometheusStatLogger``. ``legacy=True`` adds the pre-V1 names that older servers (like the seed's
+``PrometheusStatLogger``. ``legacy=True`` adds the pre-V1 names that older servers (like vLLM
 v0.6.3) export: ``vllm:gpu_cache_usage_perc`` and ``vllm:time_per_output_token_seconds``.
 
 Observations are plain Python counters and :class:`Hist` objects (cheap on the engine's hot path);

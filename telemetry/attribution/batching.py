@@ -1,4 +1,4 @@
-"""The seed's dynamic-batching failure detector (section 3.3).
+"""The dynamic-batching failure detector: P99 latency up while the server's batch shrinks.
 
 A window is *flagged* when, against the baseline, its P99 latency rose by at least ``p99_rise``
 (default 0.40, "+40 %") **and** its median batch size (the server's ``num_requests_running``) fell

@@ -1,5 +1,5 @@
 """Where the first token's time went: client TTFT against the server's TTFT, queue and prefill time,
-and client ITL against the server's ITL (seed section 3.2: first-token path vs decode path).
+and client ITL against the server's ITL (first-token path vs decode path).
 
 Server quantities are Q objects read from vLLM's histograms over the same time span as the client
 figures. Quantiles do not add up, means do: the breakdown in words uses means —

@@ -27,7 +27,7 @@ def add_arguments(parser) -> None:
     a = parser.add_argument
     a("--batching-p99-rise", type=rise, metavar="RATIO", env_var="LOCUST_BATCHING_P99_RISE",
       default=BATCHING_P99_RISE_DEFAULT,
-      help="Batching-failure rule (seed 3.3): a window's TTFT p99 rose by at least RATIO over the baseline "
+      help="Batching-failure rule: a window's TTFT p99 rose by at least RATIO over the baseline "
            f"(default {BATCHING_P99_RISE_DEFAULT:g} = +{BATCHING_P99_RISE_DEFAULT * 100:g} %%)")
     a("--batching-size-ratio", type=size_ratio, metavar="RATIO", env_var="LOCUST_BATCHING_SIZE_RATIO",
       default=BATCHING_SIZE_RATIO_DEFAULT,

@@ -120,7 +120,7 @@ def attribution(s: Mapping) -> str:
     base_text = (f"baseline (windows {base.get('windows')}): TTFT p99 {ms(base.get('p99_ms'))} ms, "
                  f"batch {num(base.get('batch_size_median'))}" if base else "no baseline (too few windows with data)")
     flagged_text = escape(str(flagged) if flagged else "none")
-    bf_html = f"<p>Dynamic batching (seed 3.3): {verdict} — flagged windows: {flagged_text}; {escape(base_text)}</p>"
+    bf_html = f"<p>Dynamic batching: {verdict} — flagged windows: {flagged_text}; {escape(base_text)}</p>"
     spikes = att.get("spikes") or []
     if spikes:
         rows = [[f"{sp.get('start_s', 0):.0f}–{sp.get('end_s', 0):.0f}", SPIKE_METRICS.get(sp.get("metric"), "?"),

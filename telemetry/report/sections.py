@@ -13,7 +13,7 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from html import escape
 
-from telemetry.metrics import having
+from telemetry.metrics import BY_KEY, having
 from telemetry.report.attribution_view import attribution
 from telemetry.report.fmt import badge, ms, num, ratio, table
 from telemetry.report.parts import Q_KEYS, figure, note, q_row, qv, section
@@ -22,6 +22,24 @@ from telemetry.report.timeline import distributions, server_timeline
 
 LATENCY_ROWS = {m.summary_key: m.label for m in having("top")}
 """Summary key -> label of the latency table's rows."""
+
+# How the report presents each client metric (registry keys of telemetry.metrics, in display order)
+REPORT_CARDS = ("ttft", "itl", "ttst", "ttfa")
+"""A p99 card (p50 under it) in the overview."""
+REPORT_STAGES: dict[str, tuple[str, ...]] = {
+    "ttft": ("p50", "p99"), "itl": ("p50", "p99"), "tpot": ("p99",), "e2e": ("p99",), "client_queue": ("p99",),
+    "ttst": ("p50", "p99"), "prompt_build": ("p99",), "ttfa": ("p50", "p99"), "thinking": ("p50",),
+}  # fmt: skip
+"""Quantile columns of the stages table (per-stage metrics)."""
+REPORT_VERSIONS: dict[str, tuple[str, ...]] = {k: ("p50", "p99") for k in ("ttft", "itl", "ttst", "ttfa")}
+"""Quantile columns of the route versions table."""
+LOAD_CHARTS: dict[str, dict[str, tuple[str, ...]]] = {
+    "TTFT": {"ttft": ("p50", "p99"), "ttfa": ("p50", "p99")},
+    "ITL and TPOT": {"itl": ("p50", "p99"), "tpot": ("p99",)},
+    "TTST": {"ttst": ("p50", "p99")},
+}
+"""Plots against load: title -> the per-stage metrics drawn in it and their quantiles (the first solid, the others
+dashed)."""
 
 
 # ---- overview -------------------------------------------------------------------------------------
@@ -38,7 +56,7 @@ def overview(s: Mapping) -> str:
          f"{num(tok.get('output'))} tokens ({tok.get('source', '?')})"
          + (f"; {num(tok['reasoning'])} reasoning, {num(tok.get('answer'))} answer" if tok.get("reasoning") else "")),
         *((f"{m.label} p99", f"{ms(qv(s.get(m.summary_key), 'p99'))} ms",
-           f"p50 {ms(qv(s.get(m.summary_key), 'p50'))} ms") for m in having("report_card")),
+           f"p50 {ms(qv(s.get(m.summary_key), 'p50'))} ms") for m in map(BY_KEY.get, REPORT_CARDS)),
         ("goodput", f"{num(s.get('goodput_rps'), 2)} req/s", "requests/s meeting every SLO"),
         ("server KV max", ratio((srv.get("kv_cache_usage") or {}).get("max")),
          f"{num(srv.get('preemptions'))} preemptions, {num(srv.get('requests_waiting_max'))} waiting max"),
@@ -107,7 +125,7 @@ def stages(s: Mapping) -> str:
     knee_text = f"Saturation knee: {knee} — {sat.get('reason', '')}" if knee else f"No knee: {sat.get('reason', 'n/a')}"
     parts.append(note(knee_text))
     rows = []
-    quantiles = [(m, q) for m in having("report_stage") for q in m.report_stage]
+    quantiles = [(BY_KEY[k], q) for k, qs in REPORT_STAGES.items() for q in qs]
     for st in sts:
         mark = ' class="knee"' if st.get("name") == knee else ' class="warmup"' if st.get("warmup") else ""
         cells = [
@@ -126,7 +144,7 @@ def stages(s: Mapping) -> str:
 
 
 def load_charts(s: Mapping) -> list[str]:
-    """Throughput and the ``load_chart`` latencies against load, one point per measured stage (the knee marked);
+    """Throughput and the :data:`LOAD_CHARTS` latencies against load, one point per measured stage (the knee marked);
     [] with fewer than two measured stages. The report's stages section and the web UI's live charts draw these."""
     sts = [st for st in (s.get("stages") or []) if isinstance(st, Mapping)]
     measured = [st for st in sts if not st.get("warmup")]  # warm-up stages are in the table, not on the curves
@@ -147,16 +165,17 @@ def load_charts(s: Mapping) -> list[str]:
 
 
 def _load_series(measured: Sequence[Mapping], xs: list[float]) -> dict[str, list[Series]]:
-    """Plot title -> series, for the metrics drawn against load (``load_chart``): the first metric of a plot
+    """Plot title -> series, for the metrics drawn against load (:data:`LOAD_CHARTS`): the first metric of a plot
     in solid lines, the others dashed."""
     plots: dict[str, list[Series]] = {}
-    for m in having("load_chart"):
-        series = plots.setdefault(m.load_chart, [])
-        first = not series
-        for q in m.load_quantiles:
-            color = PALETTE[len(series) if first else len(series) + 1]
-            values = [qv(st.get(m.summary_key), q) for st in measured]
-            series.append(Series(f"{m.label} {q}", xs, values, color, dashed=not first))
+    for title, metrics in LOAD_CHARTS.items():
+        series = plots[title] = []
+        for i, (key, quantiles) in enumerate(metrics.items()):
+            m = BY_KEY[key]
+            for q in quantiles:
+                color = PALETTE[len(series) if i == 0 else len(series) + 1]
+                values = [qv(st.get(m.summary_key), q) for st in measured]
+                series.append(Series(f"{m.label} {q}", xs, values, color, dashed=i > 0))
     return plots
 
 
@@ -171,7 +190,7 @@ def _span(st: Mapping) -> float | None:
 def slo(s: Mapping) -> str:
     checks = (s.get("slo") or {}).get("checks") or []
     if not checks:
-        return section("slo", "SLO verdicts", note("No SLO configured (--slo-preset seed or --slo-*)."))
+        return section("slo", "SLO verdicts", note("No SLO configured (--slo-preset interactive or --slo-*)."))
     rows = [[escape(str(c.get("name"))), num(c.get("threshold"), 3), num(c.get("value"), 3), badge(c.get("passed"))]
             for c in checks]
     verdict = badge((s.get("slo") or {}).get("passed"))
@@ -183,7 +202,7 @@ def versions(s: Mapping) -> str:
     vs = s.get("versions") or {}
     if not vs:
         return ""
-    quantiles = [(m, q) for m in having("report_versions") for q in m.report_versions]
+    quantiles = [(BY_KEY[k], q) for k, qs in REPORT_VERSIONS.items() for q in qs]
     rows = [[escape(str(v)), num(d.get("requests")), *(ms(qv(d.get(m.summary_key), q)) for m, q in quantiles)]
             for v, d in vs.items()]
     headers = ["version", "requests", *(f"{m.label} {q}" for m, q in quantiles)]

@@ -62,22 +62,22 @@ class SpanExport:
         self.exported = 0
 
     def record(self, r: GenerationResult) -> None:
-        tid = trace_id_of(r.request_id) if r.request_id else None
-        sid = span_id_of(r.request_id) if r.request_id else None
+        tid = trace_id_of(r.meta.request_id) if r.meta.request_id else None
+        sid = span_id_of(r.meta.request_id) if r.meta.request_id else None
         wall0 = r.wall_start
 
         def at(t: float) -> int:  # perf_counter stamp -> wall ns (t0 is at wall_start)
             return _ns(wall0 + (t - r.t0))
 
         attrs = {
-            "llm.request_id": r.request_id or "", "llm.user_class": r.user_class, "llm.stage": r.stage,
-            "llm.ok": r.ok, "llm.batch_size": r.batch_size, "gen_ai.usage.prompt_tokens": r.prompt_tokens,
+            "llm.request_id": r.meta.request_id or "", "llm.user_class": r.meta.user_class, "llm.stage": r.meta.stage,
+            "llm.ok": r.ok, "llm.batch_size": r.meta.batch_size, "gen_ai.usage.prompt_tokens": r.prompt_tokens,
             "gen_ai.usage.completion_tokens": r.output_tokens, "llm.e2e_ms": r.e2e_s * 1000.0,
         }  # fmt: skip
         if r.ttft_s is not None:
             attrs["llm.ttft_ms"] = r.ttft_s * 1000.0
-        if r.version:
-            attrs["llm.version"] = r.version
+        if r.meta.version:
+            attrs["llm.version"] = r.meta.version
         if r.error_kind:
             attrs["llm.error_kind"] = r.error_kind
         self._ids.trace = int(tid, 16) if tid else 0

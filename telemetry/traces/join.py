@@ -46,11 +46,11 @@ class ClientRecord(NamedTuple):
 
 def client_record(r: GenerationResult) -> ClientRecord | None:
     """None for a result without one of our request ids."""
-    tid = trace_id_of(r.request_id) if r.request_id else None
+    m = r.meta
+    tid = trace_id_of(m.request_id) if m.request_id else None
     if tid is None:
         return None
-    ttfa = getattr(r, "ttfa_s", None)  # the reasoning issue's time to first answer token, where present
-    return ClientRecord(tid, r.request_id, r.ok, r.ttft_s, r.e2e_s, ttfa, r.stage, r.user_class, r.batch_size,
+    return ClientRecord(tid, m.request_id, r.ok, r.ttft_s, r.e2e_s, r.ttfa_s, m.stage, m.user_class, m.batch_size,
                         r.error_kind)  # fmt: skip
 
 

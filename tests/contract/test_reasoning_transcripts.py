@@ -18,7 +18,7 @@ import pytest
 from tests.contract.test_vllm_transcripts import _exchange, cut
 from tests.fixtures.sse import load_transcript, names, whole_names
 from tests.server.sim.helpers import post, running_sim, sse_events
-from users.adapters.base import Whole
+from users.adapters.base import WholeAnswer
 from users.adapters.openai import OPENAI
 from users.sse import SSEParser
 from users.tally import StreamTally
@@ -65,9 +65,9 @@ def _tally(payloads_body: bytes, seed: int) -> StreamTally:
 def test_recorded_reasoning_stream_is_all_reasoning(seed: int):
     t = _tally(STREAMED.body, seed)
     n = STREAMED.usage["completion_tokens"]
-    assert t.out == t.ct == n == 24
+    assert t.output_tokens == t.usage_tokens == n == 24
     assert t.reasoning_tokens(None) == n and t.t_answer is None
-    assert t.t_reason == t.times[0]
+    assert t.t_reason == t.chunk_times[0]
 
 
 def test_client_result_from_the_recorded_reasoning_stream():
@@ -78,7 +78,7 @@ def test_client_result_from_the_recorded_reasoning_stream():
 
 
 def test_recorded_whole_answer_is_all_reasoning():
-    assert OPENAI.parse_whole(WHOLE.body, None) == Whole(24, 16, "usage", 24, "length")
+    assert OPENAI.parse_whole(WHOLE.body, None) == WholeAnswer(24, 16, "usage", 24, "length")
 
 
 def test_simulator_speaks_the_recorded_reasoning_format():
@@ -91,8 +91,8 @@ def test_simulator_speaks_the_recorded_reasoning_format():
     ours = sse_events(raw)
     assert _shape(ours) == _shape(STREAMED.payloads)
     t = _tally(raw, 0)
-    assert t.reasoning_tokens(None) == t.out == 24 and t.t_answer is None
+    assert t.reasoning_tokens(None) == t.output_tokens == 24 and t.t_answer is None
     msg, rec = json.loads(w_raw)["choices"][0]["message"], json.loads(WHOLE.body)["choices"][0]["message"]
     assert msg["content"] is rec["content"] is None and msg["reasoning"] and rec["reasoning"]
-    assert OPENAI.parse_whole(w_raw, None) == Whole(24, json.loads(w_raw)["usage"]["prompt_tokens"], "usage", 24,
+    assert OPENAI.parse_whole(w_raw, None) == WholeAnswer(24, json.loads(w_raw)["usage"]["prompt_tokens"], "usage", 24,
                                                     "length")

@@ -118,13 +118,13 @@ def test_random_read_splits_give_the_recorded_events_and_tokens(name: str, seed:
 
     ks = reference_tokens(t)
     when = completion_times(t.body, pieces)
-    assert tally.ks == [k for k in ks if k > 0]
-    assert tally.times == [w for w, k in zip(when, ks, strict=True) if k > 0]
+    assert tally.chunk_tokens == [k for k in ks if k > 0]
+    assert tally.chunk_times == [w for w, k in zip(when, ks, strict=True) if k > 0]
     if t.usage is not None:
         assert tally.prompt_tokens == t.usage["prompt_tokens"]
-        assert tally.ct == t.usage["completion_tokens"] == t.meta["request"]["max_tokens"] * _prompts(t)
+        assert tally.usage_tokens == t.usage["completion_tokens"] == t.meta["request"]["max_tokens"] * _prompts(t)
     else:
-        assert tally.ct is None and tally.prompt_tokens is None
+        assert tally.usage_tokens is None and tally.prompt_tokens is None
 
 
 @pytest.mark.parametrize("name", [n for n in STREAMS if "continuous" in n])
@@ -134,7 +134,7 @@ def test_continuous_usage_counts_every_token_in_chunks(name: str):
     t = load_transcript(name)
     _, tally = replay([t.body])
     assert tally.continuous
-    assert sum(tally.ks) == tally.out == t.usage["completion_tokens"]
+    assert sum(tally.chunk_tokens) == tally.output_tokens == t.usage["completion_tokens"]
 
 
 @pytest.mark.parametrize("name", [n for n in STREAMS if "continuous" not in n and "batch" not in n])
@@ -144,8 +144,8 @@ def test_without_continuous_usage_empty_chunks_bear_no_token(name: str):
     t = load_transcript(name)
     contents = [_text(p) for p in t.payloads if p != b"[DONE]" and json.loads(p).get("choices")]
     _, tally = replay([t.body])
-    assert tally.out == sum(1 for c in contents if c)
-    assert tally.out < t.meta["request"]["max_tokens"]  # the recording holds at least one empty chunk
+    assert tally.output_tokens == sum(1 for c in contents if c)
+    assert tally.output_tokens < t.meta["request"]["max_tokens"]  # the recording holds at least one empty chunk
 
 
 @pytest.mark.parametrize("name", [n for n in STREAMS if load_transcript(n).is_chat])
@@ -155,9 +155,9 @@ def test_role_chunk_bears_no_token(name: str):
     assert first["choices"][0]["delta"].get("role") == "assistant"
     tally = StreamTally()
     tally.add(t.payloads[:1], 0.0)
-    assert tally.out == 0 and tally.times == []
+    assert tally.output_tokens == 0 and tally.chunk_times == []
     tally.add(t.payloads[1:2], 1.0)
-    assert tally.times == [1.0]
+    assert tally.chunk_times == [1.0]
 
 
 @pytest.mark.parametrize("name", ERRORS)
@@ -216,6 +216,7 @@ def _exchange(t: Transcript, count_text=None):
     from geventhttpclient import HTTPClient
 
     from users.client import Call, exchange
+    from users.result import RequestMeta
 
     server = ReplayServer(t)
     http = HTTPClient("127.0.0.1", server.port, network_timeout=10, connection_timeout=5)
@@ -224,12 +225,9 @@ def _exchange(t: Transcript, count_text=None):
         path=t.meta["path"],
         body=json.dumps(request).encode(),
         headers={"Content-Type": "application/json"},
-        name=f"POST {t.meta['path']} [stream]",
-        user_class="Replay",
-        stage="main",
+        meta=RequestMeta(max_tokens=request["max_tokens"], user_class="Replay", name=f"POST {t.meta['path']} [stream]"),
         stream=True,
         prompt_tokens_client=0,
-        max_tokens=request["max_tokens"],
     )
     try:
         return exchange(http, call, count_text=count_text)

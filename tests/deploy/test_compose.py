@@ -1,5 +1,5 @@
 """docker-compose.yml: both profiles validate with Debian's docker-compose 1.29, and they hang together
-(ports, network alias, GPU reservation, the seed's vLLM flags, pinned images)."""
+(ports, network alias, GPU reservation, the reference vLLM flags, pinned images)."""
 
 from __future__ import annotations
 

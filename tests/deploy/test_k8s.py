@@ -139,7 +139,7 @@ def test_configmap_settings_are_accepted_locust_options(monkeypatch):
     opts, unknown = parser.parse_known_args(args=[], env_vars=settings)
     assert not unknown
     assert opts.host == "http://llm-server:8000"
-    assert (opts.input_len, opts.output_len, opts.slo_preset) == ("fixed:512", "fixed:256", "seed")
+    assert (opts.input_len, opts.output_len, opts.slo_preset) == ("fixed:512", "fixed:256", "interactive")
     bad = {**settings, "LOCUST_INPUT_LEN": "often"}
     with pytest.raises(SystemExit):
         parser.parse_known_args(args=[], env_vars=bad)

@@ -10,7 +10,7 @@ import time
 
 import numpy as np
 
-from users.result import GenerationResult
+from users.result import GenerationResult, RequestMeta
 
 
 def make_result(
@@ -46,11 +46,12 @@ def make_result(
     r = min(reasoning_chunks, n)
     answered = ok and r < n
     return GenerationResult(
-        user_class=user_class, name="POST /v1/chat/completions [stream]", stage=stage, ok=ok,
+        RequestMeta(stage=stage, version=version, user_class=user_class, name="POST /v1/chat/completions [stream]"),
+        ok=ok,
         error_kind=error_kind, error_message=None if ok else error_kind, t0=t0, t_sent=t0 + queue, t_end=t_end,
         chunk_times=t0 + rel if ok else np.zeros(0), chunk_tokens=chunk_tokens if ok else np.zeros(0, np.int64),
         output_tokens=int(chunk_tokens.sum()) if ok else 0, prompt_tokens=prompt_tokens,
-        token_source=token_source, prompt_tokens_client=prompt_tokens_client, version=version,
+        token_source=token_source, prompt_tokens_client=prompt_tokens_client,
         wall_start=time.time() - e2e, prompt_build_s=prompt_build,
         t_reasoning=float(t0 + rel[0]) if ok and r else None, t_answer=float(t0 + rel[r]) if answered else None,
         reasoning_tokens=int(chunk_tokens[:r].sum()) if ok else 0,

@@ -1,4 +1,4 @@
-"""The client saturation guard (issue 17): a worker starved by a CPU hog (tests/telemetry/hog_locustfile.py) is
+"""The client saturation guard: a worker starved by a CPU hog (tests/telemetry/hog_locustfile.py) is
 reported client-bound — per worker in the summary, in the console, live on the master's log — with the advice to
 add processes; the probe's own arithmetic on a known lag."""
 

@@ -11,7 +11,7 @@ import time
 from run.hooks import SummaryHooks
 from telemetry.detectors import LiveDetectors
 from telemetry.exporter import llm_registry
-from telemetry.merger import Merger
+from telemetry.runstate import RunState
 from telemetry.summary import build_summary
 from tests.telemetry.helpers import options
 from tests.telemetry.synthetic import make_result
@@ -21,7 +21,7 @@ from webui.table import detector_text
 def _run(**opts):
     """A run that started 20 s ago: TTFT 50 ms in its first 10 s, 500 ms in the last 10 s (one request a second)."""
     o = options(slo_ttft_p99_ms=200.0, slo_error_rate=0.5, attribution_window=2.0, **opts)
-    m = Merger()
+    m = RunState()
     m.configure(o)
     m.start_run()
     now = time.perf_counter()

@@ -20,8 +20,8 @@ from locust.rpc import Message
 from run.context import attach
 from shapes.stage import StageBoard
 from telemetry.distributed import WorkerWatch, drain_final_reports
-from telemetry.merger import Merger, WorkerInfo
 from telemetry.plugin import install
+from telemetry.runstate import RunState, WorkerInfo
 from tests.support import free_port
 from tests.telemetry.helpers import options
 
@@ -119,7 +119,7 @@ def test_drain_quits_a_runner_locust_has_not_quit_yet():
 def test_worker_watch_warns_once_when_lost_and_forgets_it_when_it_heartbeats_again(caplog):
     runner = _Runner(_Server(), {"w1": "running", "w2": "running"})
     env, _ = _env(runner)
-    merger = Merger()
+    merger = RunState()
     merger.workers["w1"] = WorkerInfo(reports=2, last_report_wall=time.time() - 7, requests=42)
     watch = WorkerWatch(env, merger)
     w1, w2 = runner.clients.all
@@ -154,7 +154,7 @@ def test_worker_watch_warns_once_when_lost_and_forgets_it_when_it_heartbeats_aga
 def test_worker_watch_polls_on_its_own_until_stopped():
     runner = _Runner(_Server(), {"w1": "missing"})
     env, _ = _env(runner)
-    merger = Merger()
+    merger = RunState()
     watch = WorkerWatch(env, merger, interval_s=0.05)
     watch.start()
     try:

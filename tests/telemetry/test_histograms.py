@@ -7,17 +7,17 @@ import re
 
 import numpy as np
 
-from telemetry.merger import Merger
 from telemetry.recorder import FINE_ALPHA, Recorder
 from telemetry.report.svg import Marker, histogram_chart, label_width
 from telemetry.report.timeline import hist_bins
+from telemetry.runstate import RunState
 from telemetry.sketch import LogSketch
 from telemetry.summary import HIST_BINS, build_summary
 from tests.telemetry.synthetic import make_result
 
 
 def _summary_of(results) -> dict:
-    merger = Merger()
+    merger = RunState()
     rec = Recorder()
     for r in results:
         rec.record(r)

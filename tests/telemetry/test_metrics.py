@@ -7,20 +7,26 @@ from __future__ import annotations
 import csv
 import re
 import runpy
+from dataclasses import fields
 
 import numpy as np
 import pytest
 
 from shapes.stage import Stage
+from telemetry.compare import rows as compare_rows
 from telemetry.exporter import Exporter
-from telemetry.metrics import BOUNDS, BY_KEY, CLIENT_METRICS, having, keys
+from telemetry.live import LIVE
+from telemetry.metrics import BOUNDS, BY_KEY, CLIENT_METRICS, PER_REQUEST, having, keys
 from telemetry.recorder import Cell, Recorder, Slot
 from telemetry.report import render
-from telemetry.sinks import console_table, write_csv
+from telemetry.report.sections import LOAD_CHARTS, REPORT_CARDS, REPORT_STAGES, REPORT_VERSIONS
+from telemetry.requestlog import record_of
+from telemetry.sinks import STAGE_TABLE, STAGES_CSV, console_table, write_csv
 from tests.deploy.promql import CLIENT_METRICS as KNOWN_CLIENT_NAMES
 from tests.support import ROOT
 from tests.telemetry.helpers import fire, local_env
 from tests.telemetry.synthetic import make_result
+from users.result import RequestMeta
 from webui.table import COLUMNS, llm_rows
 
 STAGES = ("users=2", "users=4")
@@ -54,16 +60,29 @@ def test_each_entry_is_coherent(m):
         assert m.prom_name in KNOWN_CLIENT_NAMES, "add the name to tests/deploy/promql.py (and the README's list)"
         assert list(m.bounds) == sorted(set(m.bounds)) and m.bounds[0] > 0 and BOUNDS[m.key] == m.bounds
     else:
-        assert m.key not in BOUNDS and m.panel is None
+        assert m.key not in BOUNDS
     if m.windowed and m.samples:
         assert m.at is not None, "windowed samples need their arrival times"
-    if m.panel:
-        assert m.panel in ("latency", "p99") and m.histogram and m.panel_title and m.panel_help
-        assert m.top or m.panel == "p99", "a latency panel reads llm_latency_quantile_seconds"
-    if m.stages_csv or m.report_stage or m.live or m.stage_table or m.load_chart:
-        assert m.per_stage, "per-stage views read <key>_ms of the summary's stages"
-    assert set(m.stages_csv + m.report_stage + m.report_versions + m.load_quantiles) <= {"p50", "p90", "p95", "p99"}
-    assert m.stage_table == 0 or m.stage_table >= len(f"{m.label} p50/p99") + 2
+
+
+def test_each_outputs_presentation_names_registry_metrics_it_can_show():
+    """Presentation lives with each output, keyed by registry key: every key is a metric, and what reads a
+    summary stage (the tables, the stages CSV, the live view, the load plots) names per-stage metrics only."""
+    per_stage = set(keys("per_stage"))
+    charts = {k: qs for plot in LOAD_CHARTS.values() for k, qs in plot.items()}
+    for name, shown in (("STAGE_TABLE", STAGE_TABLE), ("STAGES_CSV", STAGES_CSV), ("LIVE", LIVE),
+                        ("REPORT_STAGES", REPORT_STAGES), ("LOAD_CHARTS", charts)):  # fmt: skip
+        assert set(shown) <= per_stage, f"{name}: per-stage views read <key>_ms of the summary's stages"
+    assert set(REPORT_VERSIONS) <= set(keys("versions")) and set(REPORT_CARDS) <= set(keys("top"))
+    for quantiles in (*STAGES_CSV.values(), *REPORT_STAGES.values(), *REPORT_VERSIONS.values(), *charts.values()):
+        assert set(quantiles) <= {"p50", "p90", "p95", "p99"}
+    for key, width in STAGE_TABLE.items():
+        assert width >= len(f"{BY_KEY[key].label} p50/p99") + 2
+    panels = runpy.run_path(str(ROOT / "deploy" / "grafana" / "dashboard.py"))["METRIC_PANELS"]
+    for key, p in panels.items():
+        m = BY_KEY[key]
+        assert p.kind in ("latency", "p99") and m.histogram and p.title and p.help
+        assert m.top or p.kind == "p99", "a latency panel reads llm_latency_quantile_seconds"
 
 
 def test_itl_take_is_the_results_own_definition():
@@ -90,6 +109,8 @@ def run(tmp_path_factory):
                                   chunk_tokens=rng.integers(1, 3, 12) if i % 2 else None, queue=0.002,
                                   version=VERSIONS[i % 2], reasoning_chunks=4 if i % 3 == 0 else 0))  # fmt: skip
     role.pump_local()
+    dashboard = runpy.run_path(str(ROOT / "deploy" / "grafana" / "dashboard.py"))
+    lines = [record_of(make_result(tokens=12, reasoning_chunks=4, queue=0.002)), record_of(make_result(tokens=1))]
     summary = hub.summary()
     stats, stages = write_csv(summary, str(tmp / "run"))
     out = {
@@ -99,10 +120,13 @@ def run(tmp_path_factory):
         "stats": list(csv.DictReader(open(stats))),
         "stages_csv": list(csv.DictReader(open(stages))),
         "report": render(summary),
+        "jsonl": lines,
+        "compare": compare_rows(summary, summary),
         "exporter": Exporter(hub.view, port=0).registry,
         "live": hub.live(),
         "web": llm_rows(hub.live(), users=6),
-        "dashboard": runpy.run_path(str(ROOT / "deploy" / "grafana" / "dashboard.py"))["build"](),
+        "dashboard": dashboard["build"](),
+        "metric_panels": dashboard["METRIC_PANELS"],
     }
     yield out
     role.close()
@@ -145,7 +169,7 @@ def test_console_and_csv_have_every_metric(m, run):
     rows = [ln for ln in lines if ln.startswith(f"{m.label} ") and ln.split()[-6:-5] == [str((q or {}).get("count"))]]
     assert bool(rows) == m.top, lines
     heading = next(ln for ln in lines if "TTFT p50/p99" in ln)  # the stage table's second heading line
-    assert (f"{m.label} p50/p99" in heading) == bool(m.stage_table)
+    assert (f"{m.label} p50/p99" in heading) == (m.key in STAGE_TABLE)
     stats = {(r["scope"], r["metric"]): r for r in run["stats"]}
     assert (("all", m.key) in stats) == m.top
     if m.top:
@@ -154,9 +178,9 @@ def test_console_and_csv_have_every_metric(m, run):
         assert ((name, m.key) in stats) == m.per_stage
     columns = set(run["stages_csv"][0])
     for quantile in ("p50", "p90", "p95", "p99"):
-        assert (f"{m.key}_{quantile}_ms" in columns) == (quantile in m.stages_csv)
+        assert (f"{m.key}_{quantile}_ms" in columns) == (quantile in STAGES_CSV.get(m.key, ()))
     for st, row in zip(run["summary"]["stages"], run["stages_csv"], strict=True):
-        for quantile in m.stages_csv:
+        for quantile in STAGES_CSV.get(m.key, ()):
             assert float(row[f"{m.key}_{quantile}_ms"]) == pytest.approx(st[m.summary_key][quantile])
 
 
@@ -164,16 +188,52 @@ def test_console_and_csv_have_every_metric(m, run):
 def test_live_view_and_web_tab_have_every_metric(m, run):
     for st in run["live"]["stages"]:
         for quantile in ("p50", "p99"):
-            assert (f"{m.key}_{quantile}_ms" in st) == m.live
-            if m.live:
+            assert (f"{m.key}_{quantile}_ms" in st) == (m.key in LIVE)
+            if m.key in LIVE:
                 assert st[f"{m.key}_{quantile}_ms"] > 0
     titles = dict(COLUMNS)
     for quantile in ("p50", "p99"):
-        assert (f"{m.key}_{quantile}" in titles) == m.live
-        if m.live:
+        assert (f"{m.key}_{quantile}" in titles) == (m.key in LIVE)
+        if m.key in LIVE:
             assert titles[f"{m.key}_{quantile}"] == f"{m.label} {quantile} (ms)"
             stage_rows = [r for r in run["web"] if r["stage"] in STAGES]
             assert len(stage_rows) == 2 and all(r[f"{m.key}_{quantile}"] not in ("—", "") for r in stage_rows)
+
+
+@pytest.mark.parametrize("m", CLIENT_METRICS, ids=lambda m: m.key)
+def test_request_log_has_every_per_request_metric(m, run):
+    """One value per request: ``<key>_ms`` in every line (null when that request has none, as a one-token answer
+    has no TTST); sample metrics (ITL, inter-chunk) are the line's chunk offsets and tokens."""
+    full, one_token = run["jsonl"]
+    if m.samples:
+        assert m.summary_key not in full and len(full["chunk_offsets_ms"]) == sum(full["chunk_tokens"]) == 12
+        return
+    assert m in PER_REQUEST and m.summary_key in full and m.summary_key in one_token
+    assert full[m.summary_key] is not None, "take() gave no value for a 12-token reasoning stream"
+
+
+def test_request_log_has_every_label_of_the_request():
+    """Each RequestMeta field is a column, under its own name, with the request's value."""
+    r = make_result(tokens=3, stage="users=2", version="v2")
+    line = record_of(r)
+    for f in fields(RequestMeta):
+        assert f.name in line and line[f.name] == getattr(r.meta, f.name), f.name
+    assert (line["stage"], line["version"]) == ("users=2", "v2")
+
+
+@pytest.mark.parametrize("m", CLIENT_METRICS, ids=lambda m: m.key)
+def test_compare_has_every_metric_the_summary_has(m, run):
+    """``telemetry.compare`` rows (and so its --fail-on names): p50 and p99 of each metric in each scope where the
+    summary has it."""
+    rows = {(r.scope, r.figure): r for r in run["compare"]}
+    scopes = {"run": m.top, **{f"stage {st}": m.per_stage for st in STAGES},
+              **{f"version {v}": m.versions for v in VERSIONS}}  # fmt: skip
+    for scope, has in scopes.items():
+        for q in ("p50", "p99"):
+            assert ((scope, f"{m.key}_{q}") in rows) == has, (scope, q)
+            if has:
+                row = rows[(scope, f"{m.key}_{q}")]
+                assert row.base == row.new is not None and row.delta == 0
 
 
 def _table(html: str, section: str) -> str:
@@ -188,15 +248,16 @@ def test_report_has_every_metric(m, run):
     assert (f"<title>{m.label} distribution</title>" in html) == m.distribution
     stages, versions, overview = _table(html, "stages"), _table(html, "versions"), _table(html, "overview")
     for quantile in ("p50", "p99"):
-        assert (f"<th>{m.label} {quantile}</th>" in stages) == (quantile in m.report_stage)
-        assert (f"<th>{m.label} {quantile}</th>" in versions) == (quantile in m.report_versions)
-    assert (f'<div class="k">{m.label} p99</div>' in overview) == m.report_card
-    if m.load_chart:
-        chart = html[html.index(f"<title>{m.load_chart} against load</title>"):]
+        assert (f"<th>{m.label} {quantile}</th>" in stages) == (quantile in REPORT_STAGES.get(m.key, ()))
+        assert (f"<th>{m.label} {quantile}</th>" in versions) == (quantile in REPORT_VERSIONS.get(m.key, ()))
+    assert (f'<div class="k">{m.label} p99</div>' in overview) == (m.key in REPORT_CARDS)
+    plots = [title for title, metrics in LOAD_CHARTS.items() if m.key in metrics]
+    for title in plots:
+        chart = html[html.index(f"<title>{title} against load</title>"):]
         chart = chart[: chart.index("</svg>")]
-        for quantile in m.load_quantiles:
+        for quantile in LOAD_CHARTS[title][m.key]:
             assert f'class="lg">{m.label} {quantile}</text>' in chart
-    else:
+    if not plots:
         assert f'class="lg">{m.label} p99</text>' not in _table(html, "stages")
 
 
@@ -212,11 +273,12 @@ def test_exporter_and_dashboard_have_every_metric(m, run):
     p99 = reg.get_sample_value("llm_latency_quantile_seconds", {"metric": m.key, "quantile": "0.99"})
     assert (p99 is not None) == m.top
     panels = [p for p in run["dashboard"]["panels"] if m.prom_name and m.prom_name in str(p["targets"])]
-    assert bool(panels) == (m.panel is not None)
-    if m.panel:
+    shown = run["metric_panels"].get(m.key)
+    assert bool(panels) == (shown is not None)
+    if shown:
         (panel,) = panels
-        assert panel["title"] == m.panel_title and panel["fieldConfig"]["defaults"]["unit"] == "s"
+        assert panel["title"] == shown.title and panel["fieldConfig"]["defaults"]["unit"] == "s"
         exprs = [t["expr"] for t in panel["targets"]]
         assert any(f"{m.prom_name}_bucket" in e and "0.99" in e for e in exprs)
-        assert (f'metric="{m.key}"' in " ".join(exprs)) == (m.panel == "latency")
-        assert all(any(name in e for e in exprs) for name in m.server)
+        assert (f'metric="{m.key}"' in " ".join(exprs)) == (shown.kind == "latency")
+        assert all(any(name in e for e in exprs) for name in shown.server)

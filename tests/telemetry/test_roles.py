@@ -16,9 +16,9 @@ from run.hooks import SummaryHooks
 from shapes.plugin import NO_SATURATION
 from shapes.saturation import section as saturation_section
 from shapes.stage import Stage, StageBoard
-from telemetry.merger import Merger
 from telemetry.plugin import LocalRole, MasterRole, Role, WorkerRole, install, role_for
 from telemetry.recorder import Recorder
+from telemetry.runstate import RunState
 from telemetry.summary import build_summary
 from telemetry.view import RunView
 from tests.telemetry.helpers import _Nobody, fire, local_env, options
@@ -108,7 +108,7 @@ def test_master_merges_reports_and_its_own_recorder_stays_out():
         role.close()
 
 
-def _view_of(merger: Merger) -> RunView:
+def _view_of(merger: RunState) -> RunView:
     return merger.view(options=None, host="http://h:1")
 
 
@@ -123,7 +123,7 @@ def test_run_view_is_read_only():
         view.duration_s = 0.0
     public = {n for n, v in vars(RunView).items() if callable(v) and not n.startswith("_")}
     assert public == {"stage_spans", "windows", "warmup_stages", "version_windows", "sent_by_version",
-                      "server_kv_usages", "client_kv_fill_of"}  # queries only
+                      "server_kv_usages", "client_kv_fill_of", "delivered_tokens"}  # queries only
     before = view.merged.to_dict()
     build_summary(view, hub.hooks)
     view.windows(1.0)
@@ -144,7 +144,7 @@ def test_run_view_is_read_only():
 
 
 def test_summary_from_a_view_built_without_an_environment():
-    merger = Merger()
+    merger = RunState()
     merger.start_run()
     board = StageBoard()
     board.set(Stage("users=2", index=0, users=2))
@@ -171,7 +171,7 @@ def test_summary_from_a_view_built_without_an_environment():
 
 
 def test_worker_watch_bookkeeping_goes_through_the_merger():
-    merger = Merger()
+    merger = RunState()
     assert merger.mark_lost("w1") is True and merger.mark_lost("w1") is False
     assert _view_of(merger).lost_workers == {"w1"}
     assert merger.mark_back("w1") is True and merger.mark_back("w1") is False

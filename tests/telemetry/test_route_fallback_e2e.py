@@ -1,4 +1,4 @@
-"""Issue 20's Must show, with real processes: two simulators (one counting with deepseek-v2, one with deepseek-v3,
+"""Route fallback with real processes: two simulators (one counting with deepseek-v2, one with deepseek-v3,
 different KV pools), a headless Locust master and one worker behind ``--route-table`` + ``--route-tokenizers``, and
 a fallback rule that acts once the beta simulator is slowed (``--batch-cap-at 20:1``)."""
 

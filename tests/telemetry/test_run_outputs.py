@@ -1,4 +1,4 @@
-"""Issue 14 end to end on real processes: the simulator, a Locust master and two workers with ``--num-requests 300``
+"""Run outputs end to end on real processes: the simulator, a Locust master and two workers with ``--num-requests 300``
 give exactly 300 requests; the summary (schema 2) validates and carries the run record and the simulator's
 /version and cache config; the per-request JSONL has 300 lines that reconcile with the summary; the vLLM-bench
 JSON has every field (name and type) that ``vllm bench serve --save-result --save-detailed`` (the .venv-vllm

@@ -1,4 +1,4 @@
-"""The console's per-stage table: full stage names, every column of issue 5, warm-up marked, the saturation line."""
+"""The console's per-stage table: full stage names, every column, warm-up marked, the saturation line."""
 
 from __future__ import annotations
 
@@ -93,10 +93,10 @@ def test_reasoning_rows_only_when_a_request_reasoned_and_the_ttft_split_said_onc
     from telemetry.attribution.console import console_lines
 
     s = _summary()
-    rows = [line.split()[0] for line in console_table(s).splitlines()[2:12]]
-    assert "TTFT" in rows and "TTFA" not in rows and "thinking" not in rows  # nothing reasoned: TTFA == TTFT
+    rows = [line.split()[0] for line in console_table(s).splitlines()[2:14]]
+    assert "TTFT" in rows and not {"TTFA", "thinking", "answer"} & set(rows)  # nothing reasoned: TTFA == TTFT
     s["tokens"]["reasoning"] = 40
-    assert {"TTFA", "thinking"} <= {line.split()[0] for line in console_table(s).splitlines() if line.strip()}
+    assert {"TTFA", "thinking", "answer"} <= {line.split()[0] for line in console_table(s).splitlines() if line.strip()}
     said = "client TTFT mean 51 ms = server queue 0 + prefill 11 + other server 0 + network & client 40 ms"
     q = {"count": 9}
     d = {"statement": said, "ttft_client_ms": {**q, "mean": 51.0}, "ttft_server_ms": {**q, "mean": 11.0},

@@ -13,11 +13,14 @@ from tests.telemetry.helpers import fire, local_env, options
 from tests.telemetry.synthetic import make_result
 
 
-def test_preset_seed_and_explicit_override():
-    s = SloSet.from_options(options(slo_preset="seed"))
-    assert s.thresholds == {"ttft_p99_ms": 800.0, "itl_p95_ms": 120.0, "drift_p99_ms": 2500.0, "ttfa_p99_ms": 800.0}
-    assert s.when_reasoning == {"ttfa_p99_ms"}  # the TTFB threshold bounds TTFA when the model reasons
-    s = SloSet.from_options(options(slo_preset="seed", slo_ttft_p99_ms=300.0, slo_error_rate=0.01))
+def test_interactive_preset_its_old_name_and_explicit_override():
+    s = SloSet.from_options(options(slo_preset="interactive"))
+    assert s.thresholds == {"ttft_p99_ms": 800.0, "itl_p95_ms": 120.0, "decode_span_p99_ms": 2500.0,
+                            "ttfa_p99_ms": 800.0}  # fmt: skip
+    assert s.when_reasoning == {"ttfa_p99_ms"}  # the TTFT threshold bounds TTFA when the model reasons
+    old = SloSet.from_options(options(slo_preset="seed"))  # the preset's old name: the same objectives
+    assert (old.thresholds, old.when_reasoning) == (s.thresholds, s.when_reasoning)
+    s = SloSet.from_options(options(slo_preset="interactive", slo_ttft_p99_ms=300.0, slo_error_rate=0.01))
     assert s.thresholds["ttft_p99_ms"] == 300.0 and s.thresholds["error_rate"] == 0.01
     assert not SloSet.from_options(options())
     web_form = SloSet.from_options(options(slo_ttft_p99_ms="650", slo_itl_p95_ms=""))  # strings from the web UI
@@ -53,13 +56,13 @@ def test_evaluate_reads_quantiles_and_error_rate():
     itl.add_many(np.full(100, 0.05))
     span.add_many(np.full(10, 2.0))
     sk = {"ttft": ttft, "itl": itl, "decode_span": span}
-    checks = SloSet({"ttft_p99_ms": 800, "itl_p95_ms": 120, "drift_p99_ms": 2500, "error_rate": 0.01}).evaluate(
+    checks = SloSet({"ttft_p99_ms": 800, "itl_p95_ms": 120, "decode_span_p99_ms": 2500, "error_rate": 0.01}).evaluate(
         sk, 0.02
     )
     by = {c["name"]: c for c in checks}
     assert not by["ttft_p99_ms"]["passed"] and by["ttft_p99_ms"]["value"] == pytest.approx(991, rel=0.01)
     assert by["itl_p95_ms"]["passed"] and by["itl_p95_ms"]["value"] == pytest.approx(50, rel=0.01)
-    assert by["drift_p99_ms"]["passed"]
+    assert by["decode_span_p99_ms"]["passed"]
     assert not by["error_rate"]["passed"] and by["error_rate"]["value"] == 0.02
     lines = failure_lines(checks)
     assert len(lines) == 2
@@ -100,3 +103,20 @@ def test_gate_leaves_exit_code_alone_when_met(caplog):
     assert env.process_exit_code is None  # Locust then exits 0
     assert summary["slo"]["passed"] is True and summary["slo"]["checks"][0]["value"] < 400
     assert not [r for r in caplog.records if "CHECK FAILED" in r.getMessage()]
+
+
+def test_each_objective_is_named_after_the_metric_it_reads_and_the_old_option_still_parses():
+    from locust.argument_parser import LocustArgumentParser
+
+    from telemetry.metrics import BY_KEY
+    from telemetry.options import add_arguments
+    from telemetry.slo import SLO_DEFS
+
+    for name, d in SLO_DEFS.items():
+        assert d.metric is None or (d.metric in BY_KEY and name.startswith(f"{d.metric}_p"))
+    parser = LocustArgumentParser()  # a bare one: Locust's own may already hold the project's options
+    add_arguments(parser)
+    new = parser.parse_args(["--slo-decode-span-p99-ms", "2000"])
+    old = parser.parse_args(["--slo-drift-p99-ms", "2000"])
+    assert new.slo_decode_span_p99_ms == old.slo_decode_span_p99_ms == 2000.0
+    assert SloSet.from_options(old).thresholds == {"decode_span_p99_ms": 2000.0}

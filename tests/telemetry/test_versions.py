@@ -11,17 +11,17 @@ from telemetry.recorder import Recorder
 from telemetry.slo import SloSet
 from telemetry.versions import versions_section
 from telemetry.view import RunView
-from users.result import GenerationResult
+from users.result import GenerationResult, RequestMeta
 
 
 def _result(version: str | None, ttft: float, ok: bool = True) -> GenerationResult:
     t0 = 100.0
     times = np.array([t0 + ttft, t0 + ttft + 0.01, t0 + ttft + 0.02])
     return GenerationResult(
-        user_class="StreamingChatUser", name="chat", stage="main", ok=ok, error_kind=None if ok else "http_5xx",
-        error_message=None, t0=t0, t_sent=t0, t_end=t0 + ttft + 0.03, chunk_times=times if ok else times[:0],
+        RequestMeta(version=version, user_class="StreamingChatUser", name="chat"), ok=ok,
+        error_kind=None if ok else "http_5xx", error_message=None, t0=t0, t_sent=t0, t_end=t0 + ttft + 0.03,
+        chunk_times=times if ok else times[:0],
         chunk_tokens=np.ones(3 if ok else 0, dtype=np.int64), output_tokens=3 if ok else 0, prompt_tokens=16,
-        version=version,
     )  # fmt: skip
 
 

@@ -1,4 +1,4 @@
-"""A/B load run (seed 4.2/4.3): two simulator instances behind --route-table, split by fingerprint buckets.
+"""A/B load run: two simulator instances behind --route-table, split by fingerprint buckets.
 
 Starts two real ``server.sim`` processes (beta's clock runs 5x slower), runs the real locustfile headless
 with ``--route-table v1=A@0-79,beta=B@80-99``, and checks that the summary's ``versions`` section splits

@@ -1,4 +1,4 @@
-"""consistency on real tokenizers: the seed's multilingual cases and the shipped set."""
+"""consistency on real tokenizers: the default multilingual cases and the shipped set."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""difflog / diff round trip on real tokenizers (seed 4.1)."""
+"""difflog / diff round trip on real tokenizers."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""fallback on real tokenizers (seed 4.4): V3 rolled back to V2 over the shipped long inputs, window 4096."""
+"""fallback on real tokenizers: V3 rolled back to V2 over the shipped long inputs, window 4096."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ BASE = ("fallback", "--primary", "deepseek-v3", "--fallback", "deepseek-v2", "--
 
 
 def test_seed_logic_misses_inputs_that_only_the_fallback_sees_as_too_long(capsys):
-    code, d = run_json(capsys, *BASE)  # strategy chars (text[:2048]), trigger primary: the seed's function
+    code, d = run_json(capsys, *BASE)  # strategy chars (text[:2048]), trigger primary: the classic function
     assert code == 1 and d["all_inside"] is False and d["verdict"].startswith("FAIL")
     rows = {r["id"]: r for r in d["results"]}
     # V2 needs more tokens than V3 on this corpus, so some inputs fit V3 and overflow V2

@@ -1,4 +1,4 @@
-"""padding on real tokenizers: the doubled end token (seed 2.3) and its fix, cross-checked with transformers 5."""
+"""padding on real tokenizers: the doubled end token and its fix, cross-checked with transformers 5."""
 
 from __future__ import annotations
 

@@ -45,12 +45,12 @@ def _dump(environment, **_kw) -> None:
                 prompt_tokens=r.prompt_tokens,
                 prompt_tokens_client=r.prompt_tokens_client,
                 source=r.token_source,
-                stage=r.stage,
-                user_class=r.user_class,
-                version=r.version,
-                batch_size=r.batch_size,
-                max_tokens=r.max_tokens,
-                turn=r.turn,
+                stage=r.meta.stage,
+                user_class=r.meta.user_class,
+                version=r.meta.version,
+                batch_size=r.meta.batch_size,
+                max_tokens=r.meta.max_tokens,
+                turn=r.meta.turn,
             )
         out.write(orjson.dumps(row) + b"\n")
         out.flush()

@@ -87,10 +87,11 @@ def test_streaming_chat_user_sends_its_adapters_body_and_reads_the_stream() -> N
     assert (body["max_tokens"], body["min_tokens"], body["ignore_eos"], body["model"]) == (8, 8, True, "m")
     assert r.ok, r.error_message
     assert (r.output_tokens, r.prompt_tokens) == (t.usage["completion_tokens"], t.usage["prompt_tokens"])
-    assert (r.prompt_tokens_client, r.max_tokens, r.batch_size, r.version) == (16, 8, 1, None)
-    assert (r.name, r.user_class, r.stage) == ("POST /v1/chat/completions [stream]", "StreamingChatUser", "main")
+    assert (r.prompt_tokens_client, r.meta.max_tokens, r.meta.batch_size, r.meta.version) == (16, 8, 1, None)
+    m = r.meta
+    assert (m.name, m.user_class, m.stage) == ("POST /v1/chat/completions [stream]", "StreamingChatUser", "main")
     [e] = events
-    assert (e["request_type"], e["name"], e["url"], e["exception"]) == ("LLM", r.name, path, None)
+    assert (e["request_type"], e["name"], e["url"], e["exception"]) == ("LLM", r.meta.name, path, None)
     assert e["response_length"] == r.output_tokens and e["context"]["llm_result"] is r
     assert e["response_time"] == pytest.approx(r.e2e_s * 1000.0)
 
@@ -102,7 +103,7 @@ def test_streaming_completion_user_sends_a_raw_prompt() -> None:
     [(path, _headers, body)] = seen
     assert path == "/v1/completions" and isinstance(body["prompt"], str) and body["stream"] is True
     assert r.ok and r.output_tokens == t.usage["completion_tokens"] == sum(r.chunk_tokens)
-    assert r.name == "POST /v1/completions [stream]" and r.token_source == "usage"
+    assert r.meta.name == "POST /v1/completions [stream]" and r.token_source == "usage"
 
 
 def test_batch_completion_user_sends_batch_size_prompts_and_reads_the_whole_answer() -> None:
@@ -113,8 +114,8 @@ def test_batch_completion_user_sends_batch_size_prompts_and_reads_the_whole_answ
     assert path == "/v1/completions" and headers["Accept"] == "application/json"
     assert body["stream"] is False and "stream_options" not in body
     assert isinstance(body["prompt"], list) and len(body["prompt"]) == 2
-    assert r.ok and (r.output_tokens, r.prompt_tokens, r.prompt_tokens_client, r.batch_size) == (16, 40, 32, 2)
-    assert r.name == events[0]["name"] == "POST /v1/completions [batch]" and len(r.chunk_times) == 0
+    assert r.ok and (r.output_tokens, r.prompt_tokens, r.prompt_tokens_client, r.meta.batch_size) == (16, 40, 32, 2)
+    assert r.meta.name == events[0]["name"] == "POST /v1/completions [batch]" and len(r.chunk_times) == 0
 
 
 def test_a_routed_request_goes_under_the_routes_base_path_with_its_metadata_headers() -> None:
@@ -123,7 +124,7 @@ def test_a_routed_request_goes_under_the_routes_base_path_with_its_metadata_head
     [(path, headers, _body)] = seen
     assert path == "/base/v1/completions"
     assert headers["X-Tokenizer-Version"] == "v1" and len(headers["X-Tokenizer-Hash"]) == 64
-    assert r.ok and r.version == "v1" and events[0]["url"] == "/v1/completions"
+    assert r.ok and r.meta.version == "v1" and events[0]["url"] == "/v1/completions"
 
 
 # --- a new endpoint: one adapter + one registration ----------------------------------------------
@@ -177,7 +178,7 @@ def test_a_registered_toy_adapter_is_all_a_new_endpoint_needs(toy: ToyAdapter) -
     assert path == "/v1/toy"
     assert set(body) == {"input", "limit", "stream"} and body["limit"] == 8 and isinstance(body["input"]["text"], str)
     assert r.ok, r.error_message
-    assert r.name == events[0]["name"] == "POST /v1/toy [stream]" and r.user_class == "ToyUser"
+    assert r.meta.name == events[0]["name"] == "POST /v1/toy [stream]" and r.meta.user_class == "ToyUser"
     assert list(r.chunk_tokens) == [1, 1, 1] and r.token_source == "tokenizer" and r.output_tokens >= 3
 
 

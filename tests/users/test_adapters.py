@@ -13,12 +13,13 @@ from shapes.stage import Stage
 from tests.fixtures.sse import load_transcript
 from users import BatchCompletionUser, StreamingChatUser, StreamingCompletionUser
 from users.adapters import ADAPTERS, adapter_named, register
-from users.adapters.base import Adapter, Whole
+from users.adapters.base import Adapter, WholeAnswer
 from users.adapters.chat import ChatAdapter
 from users.adapters.openai import OPENAI, STREAM_OPTIONS
 from users.faults import LLMError, StreamFault, quote
 from users.inflight import Inflight, LiveRequest
 from users.request import RequestInput, Route, draw
+from users.result import RequestMeta
 from users.settings import RunSettings
 from users.sse import SSEParser
 from users.tally import StreamTally
@@ -32,7 +33,7 @@ def settings(**kw) -> RunSettings:
 
 
 def request_input(adapter: Adapter, texts: tuple[str, ...]) -> RequestInput:
-    return RequestInput(texts, 11, 8, dict(SAMPLING), "main", adapter.model_input(texts))
+    return RequestInput(texts, 11, dict(SAMPLING), adapter.model_input(texts), RequestMeta(max_tokens=8))
 
 
 # --- the registry --------------------------------------------------------------------------------
@@ -109,10 +110,10 @@ def test_the_adapters_classifier_counts_a_recorded_stream(name: str) -> None:
     adapter = ADAPTERS["chat" if t.is_chat else "completions"]
     tally = adapter.answer.tally(5)
     tally.add(SSEParser().feed(t.body), 1.0)
-    assert tally.prompt == 5 and tally.out == sum(tally.ks) > 0
+    assert tally.client_prompt_tokens == 5 and tally.output_tokens == sum(tally.chunk_tokens) > 0
     assert adapter.answer.stream_missing(tally) == ()
     if t.usage is not None:
-        assert tally.ct == t.usage["completion_tokens"] and tally.prompt_tokens == t.usage["prompt_tokens"]
+        assert tally.usage_tokens == t.usage["completion_tokens"] and tally.prompt_tokens == t.usage["prompt_tokens"]
 
 
 def test_end_of_stream_needs_done_and_a_finish_reason() -> None:
@@ -131,10 +132,10 @@ def test_end_of_stream_needs_done_and_a_finish_reason() -> None:
 def test_whole_answer_takes_usage_else_counts_the_text() -> None:
     usage = {"choices": [{"text": "a", "finish_reason": "length"}, {"text": "b", "finish_reason": "stop"}],
              "usage": {"prompt_tokens": 9, "completion_tokens": 6}}
-    assert OPENAI.parse_whole(json.dumps(usage).encode(), None) == Whole(6, 9, "usage", 0, "length")
+    assert OPENAI.parse_whole(json.dumps(usage).encode(), None) == WholeAnswer(6, 9, "usage", 0, "length")
     texts = {"choices": [{"text": "ab"}, {"message": {"content": "xyz"}}, {"text": None}]}
-    assert OPENAI.parse_whole(json.dumps(texts).encode(), len) == Whole(5, None, "tokenizer")
-    assert OPENAI.parse_whole(json.dumps(texts).encode(), None) == Whole(0, None, "tokenizer")
+    assert OPENAI.parse_whole(json.dumps(texts).encode(), len) == WholeAnswer(5, None, "tokenizer")
+    assert OPENAI.parse_whole(json.dumps(texts).encode(), None) == WholeAnswer(0, None, "tokenizer")
 
 
 @pytest.mark.parametrize(
@@ -171,9 +172,9 @@ def test_draw_takes_the_output_length_then_the_prompts_from_the_stage() -> None:
     p = twin.prompt(True, "fixed:40")
     assert (inp.max_tokens, inp.texts, inp.prompt_tokens) == (max_tokens, (p.text,), p.tokens)
     assert p.tokens == 40 and 4 <= max_tokens <= 400
-    assert inp.sampling == twin.sampling(max_tokens) and inp.stage == "len=fixed:40"
+    assert inp.sampling == twin.sampling(max_tokens) and inp.meta.stage == "len=fixed:40"
     assert inp.model_input == [{"role": "user", "content": p.text}]
-    assert (inp.prompts, inp.route, inp.version) == (1, None, None)
+    assert (inp.prompts, inp.route, inp.meta.version) == (1, None, None)
 
 
 def test_draw_of_a_batch_carries_batch_size_prompts() -> None:
@@ -192,15 +193,17 @@ def test_draw_routes_by_the_fingerprint_of_what_the_body_carries() -> None:
     for _ in range(30):
         inp = draw(s, ADAPTERS["completions"], Stage("main"))
         assert isinstance(inp.route, Route) and inp.route == Route(*s.route(inp.texts[0]))
-        assert inp.version == inp.route.version == inp.route.headers["X-Tokenizer-Version"]
-        seen.add(inp.version)
+        assert inp.meta.version == inp.route.version == inp.route.headers["X-Tokenizer-Version"]
+        seen.add(inp.meta.version)
     assert seen == {"v1", "beta"}
 
 
 def test_request_input_is_frozen() -> None:
     inp = request_input(ADAPTERS["chat"], ("x",))
     with pytest.raises(AttributeError):
-        inp.max_tokens = 3  # type: ignore[misc]
+        inp.prompt_tokens = 3  # type: ignore[misc]
+    with pytest.raises(AttributeError):  # the labels too: one record, shared by reference down to the result
+        inp.meta.max_tokens = 3  # type: ignore[misc]
 
 
 # --- liveness, apart from the tally --------------------------------------------------------------

@@ -30,7 +30,7 @@ class _Released:
 def test_whole_stream_with_the_headers_is_counted_without_a_socket():
     tally = StreamTally()
     _read_stream(_Released(BODY, complete=True), tally, LiveRequest(tally))
-    assert tally.out == 2  # the role-only chunk carries no token
+    assert tally.output_tokens == 2  # the role-only chunk carries no token
 
 
 def test_released_socket_before_the_end_is_a_stream_cut():

@@ -48,11 +48,11 @@ def test_turns_carry_the_history_and_count_it_as_the_template_renders_it():
     seen = []
     for _ in range(4):
         inp = conv.draw(CHAT, MAIN)
-        seen.append(inp.turn)
+        seen.append(inp.meta.turn)
         # the client's count equals the whole conversation rendered by the chat template and encoded
         assert inp.prompt_tokens == _rendered_tokens(s, inp.model_input)
         assert inp.model_input[0] == {"role": "system", "content": s.system_prompt(1)}
-        assert [m["role"] for m in inp.model_input[1:]] == ["user", "assistant"] * (inp.turn - 1) + ["user"]
+        assert [m["role"] for m in inp.model_input[1:]] == ["user", "assistant"] * (inp.meta.turn - 1) + ["user"]
         _answer(conv, " The answer is forty two, said the model")
         assert conv.after(True) == 0.0  # --think-time's default
     assert seen == [1, 2, 3, 1]
@@ -80,13 +80,13 @@ def test_max_model_len_and_a_failed_turn_end_the_conversation():
     for _ in range(5):
         inp = conv.draw(CHAT, MAIN)
         assert inp.prompt_tokens + inp.max_tokens <= 370
-        turns.append(inp.turn)
+        turns.append(inp.meta.turn)
         _answer(conv, " short answer")
         conv.after(True)
     assert turns == [1, 2, 1, 2, 1]  # 164, then 164 + 2 answer tokens + 100 = 266; a third would be 368 + 10 > 370
     conv.draw(CHAT, MAIN)
     assert conv.after(False) == 0.0
-    assert conv.draw(CHAT, MAIN).turn == 1
+    assert conv.draw(CHAT, MAIN).meta.turn == 1
 
 
 def test_think_time_between_turns_only():
@@ -105,7 +105,7 @@ def test_transcript_tally_keeps_content_and_counts_like_the_plain_one():
     chunk = {"choices": [{"index": 0, "delta": {"content": " hi"}, "finish_reason": None}],
              "usage": {"prompt_tokens": 10, "completion_tokens": 1}}  # fmt: skip
     t.add([orjson.dumps(chunk), b"[DONE]"], 2.0)
-    assert t.answer == [" hi"] and t.out == 1 and t.times == [2.0] and t.done
+    assert t.answer == [" hi"] and t.output_tokens == 1 and t.chunk_times == [2.0] and t.done
 
 
 @pytest.mark.parametrize("text, value", [("2", "fixed:2"), ("fixed:0.5", "fixed:0.5"), ("uniform:1:3", "uniform:1:3")])

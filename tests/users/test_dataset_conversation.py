@@ -48,7 +48,7 @@ def test_turns_follow_the_record_with_the_datasets_answers_and_lengths(tmp_path)
     s = _settings(_file(tmp_path))
     conv = Conversation(s)
     first = conv.draw(CHAT, MAIN)
-    assert first.turn == 1
+    assert first.meta.turn == 1
     assert first.model_input == [{"role": "system", "content": "Be terse."},
                                  {"role": "user", "content": "first question"}]  # fmt: skip
     assert first.max_tokens == s.count_text("a dataset answer of several tokens here") == first.sampling["max_tokens"]
@@ -56,14 +56,14 @@ def test_turns_follow_the_record_with_the_datasets_answers_and_lengths(tmp_path)
     _answer(conv, "what the model said instead")
     assert conv.after(True) == 2.0  # --think-time: the record has no delay
     second = conv.draw(CHAT, MAIN)
-    assert second.turn == 2
+    assert second.meta.turn == 2
     assert second.model_input[2] == {"role": "assistant", "content": "a dataset answer of several tokens here"}
     assert second.max_tokens == s.count_text("ok")
     assert second.prompt_tokens == s.count_messages(second.model_input) > first.prompt_tokens
     _answer(conv, "x")
     assert conv.after(True) == 0.0  # the record is over
     third = conv.draw(CHAT, MAIN)  # the next record: no answer, so --output-len's draw
-    assert third.turn == 1 and third.model_input == [{"role": "user", "content": "lonely question"}]
+    assert third.meta.turn == 1 and third.model_input == [{"role": "user", "content": "lonely question"}]
     assert third.max_tokens == 256
     _answer(conv, "x")
     conv.after(True)
@@ -90,10 +90,10 @@ def test_aiperf_delay_is_the_think_time_and_a_failed_turn_ends_the_record(tmp_pa
     conv.draw(CHAT, MAIN)
     _answer(conv, "x")
     assert conv.after(True) == 0.25
-    assert conv.draw(CHAT, MAIN).turn == 2
+    assert conv.draw(CHAT, MAIN).meta.turn == 2
     _answer(conv, "y")
     assert conv.after(False) == 0.0
-    assert conv.draw(CHAT, MAIN).turn == 1
+    assert conv.draw(CHAT, MAIN).meta.turn == 1
 
 
 def test_the_run_record_counts_the_selection_and_completions_send_first_turns(tmp_path):

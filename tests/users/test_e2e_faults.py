@@ -1,4 +1,4 @@
-"""End to end: every fault of issue 2 is counted once under its kind, the run goes on, nothing is lost.
+"""End to end: every fault kind is counted once under its kind, the run goes on, nothing is lost.
 
 The scripted server rotates 500, 429, cut, junk, stall and nodone over every 3rd request and counts
 what it served; with ``--stop-timeout`` longer than ``--request-timeout`` every request ends inside

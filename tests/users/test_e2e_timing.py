@@ -1,6 +1,6 @@
 """End to end: real ``locust --headless`` processes against the scripted server, whose timing is the truth.
 
-Issue 2 "Must show": 150 ms to the first token, then a token every 20 ms, 64 concurrent streams ->
+The timing contract: 150 ms to the first token, then a token every 20 ms, 64 concurrent streams ->
 TTFT and ITL p50 within 1 ms of the truth, p99 within 2 ms, output tokens equal to the server's usage;
 3 tokens per chunk 30 ms apart -> ITL p50 ≈ 10 ms, inter-chunk p50 ≈ 30 ms.
 

@@ -161,7 +161,7 @@ def test_answer_without_usage_is_counted_by_the_client_tokenizer():
     assert r.ok and r.token_source == "tokenizer" and r.output_tokens == want
     assert run.events[0]["response_length"] == want and run.exception is None
     # no usage: the prompt count is the client's (2 prompts of 16 tokens)
-    assert r.prompt_tokens == r.prompt_tokens_client == 32 and r.batch_size == 2
+    assert r.prompt_tokens == r.prompt_tokens_client == 32 and r.meta.batch_size == 2
     assert len(reqs[0].json()["prompt"]) == 2
 
 

@@ -1,4 +1,4 @@
-"""Hostile input at start (issue 17): each bad value is one line naming the option and what it accepts, and the
+"""Hostile input at start: each bad value is one line naming the option and what it accepts, and the
 run never starts (real ``locust`` processes, started together)."""
 
 from __future__ import annotations

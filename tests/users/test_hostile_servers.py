@@ -1,4 +1,4 @@
-"""Hostile servers against a real ``locust`` run (issue 17): every request is counted once under its kind,
+"""Hostile servers against a real ``locust`` run: every request is counted once under its kind,
 the run goes on, nothing is lost, no traceback.
 
 The server (tests/users/hostile_server.py, its own process) answers the LLM requests in turn with each

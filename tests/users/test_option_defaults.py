@@ -23,4 +23,4 @@ def test_settings_fallbacks_are_the_option_defaults() -> None:
         options.REQUEST_TIMEOUT_DEFAULT, options.SEED_DEFAULT)
     assert _fields(RunSettings.from_options(argparse.Namespace())) == _fields(RunSettings.from_options(parsed))
     assert ("fixed:512", "fixed:256", 300.0) == (options.INPUT_LEN_DEFAULT, options.OUTPUT_LEN_DEFAULT,
-                                                 options.REQUEST_TIMEOUT_DEFAULT)  # the seed's scenario
+                                                 options.REQUEST_TIMEOUT_DEFAULT)  # the reference chat scenario

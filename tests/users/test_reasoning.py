@@ -13,7 +13,7 @@ from telemetry.slo import SloSet
 from tests.telemetry.helpers import options
 from tests.telemetry.synthetic import make_result
 from users.adapters.openai import OPENAI
-from users.tally import StreamTally
+from users.tally import StreamTally, Think
 
 WORDS = len  # a "tokenizer" for the tests: one token per character
 
@@ -36,7 +36,7 @@ def feed(*events: bytes) -> StreamTally:
 def test_parser_fields_split_at_the_first_content(field):
     t = feed(chunk(0, role="assistant", content=""), chunk(2, **{field: "ab"}), chunk(3, **{field: ""}),
              chunk(4, **{field: "c"}), chunk(5, content="x"), chunk(7, content="yz"))  # fmt: skip
-    assert t.times == [1.0, 2.0, 3.0, 4.0, 5.0] and t.ks == [2, 1, 1, 1, 2]
+    assert t.chunk_times == [1.0, 2.0, 3.0, 4.0, 5.0] and t.chunk_tokens == [2, 1, 1, 1, 2]
     assert (t.t_reason, t.t_answer, t.reasoning_tokens(None)) == (1.0, 4.0, 4)
 
 
@@ -68,7 +68,7 @@ def test_plain_model_answers_from_the_first_chunk_and_stops_classifying():
 
 def test_without_usage_every_text_chunk_is_one_token():
     t = feed(chunk(None, reasoning_content="a"), chunk(None, reasoning_content="b"), chunk(None, content="c"))
-    assert t.out == 3 and (t.t_reason, t.t_answer, t.reasoning_tokens(None)) == (0.0, 2.0, 2)
+    assert t.output_tokens == 3 and (t.t_reason, t.t_answer, t.reasoning_tokens(None)) == (0.0, 2.0, 2)
 
 
 def test_open_think_never_closed_is_all_reasoning():
@@ -98,12 +98,16 @@ def test_result_ttfa_and_thinking_span():
     r = make_result(ttft=0.1, itl=0.02, tokens=10, reasoning_chunks=4)
     assert r.ttfa_s == pytest.approx(0.1 + 4 * 0.02) and r.thinking_s == pytest.approx(4 * 0.02)
     assert (r.reasoning_tokens, r.answer_tokens) == (4, 6)
+    assert r.answer_span_s == pytest.approx(5 * 0.02)  # answer chunks 5..10: five gaps after the first answer token
+    assert r.answer_span_s + r.thinking_s == pytest.approx(r.decode_span_s)
     plain = make_result(ttft=0.1, itl=0.02, tokens=10)
     assert plain.ttfa_s == pytest.approx(plain.ttft_s) and plain.thinking_s is None and plain.answer_tokens == 10
+    assert plain.answer_span_s == pytest.approx(plain.decode_span_s)
+    assert make_result(tokens=4, reasoning_chunks=4).answer_span_s is None  # all reasoning: no answer
 
 
-def test_seed_preset_bounds_ttfa_only_when_the_model_reasons():
-    slos = SloSet.from_options(options(slo_preset="seed"))
+def test_interactive_preset_bounds_ttfa_only_when_the_model_reasons():
+    slos = SloSet.from_options(options(slo_preset="interactive"))
     slow_answer = make_result(ttft=0.1, itl=0.05, tokens=40, reasoning_chunks=30)  # TTFA 1.6 s > 800 ms
     assert not slos.request_meets(slow_answer) and slos.request_meets(make_result(ttft=0.1, itl=0.05, tokens=40))
     sk = {k: LogSketch() for k in ("ttft", "ttfa", "itl", "decode_span", "thinking")}
@@ -122,13 +126,13 @@ def test_r1_template_opened_think_in_the_prompt():
     """R1's chat template ends the prompt with ``<think>\\n``: served without a parser, the reply starts inside the
     thinking with no opening tag (the client starts the tally inside it); with a parser, the fields say it."""
     t = StreamTally()
-    t.think = 1
+    t.think = Think.INSIDE
     for i, ev in enumerate([chunk(1, content="Okay"), chunk(3, content=", so</think>"), chunk(4, content="\n\n"),
                             chunk(5, content="Paris")]):  # fmt: skip
         t.add([ev], float(i))
     assert (t.t_reason, t.t_answer, t.reasoning_tokens(WORDS)) == (0.0, 3.0, 4)
     t = StreamTally()
-    t.think = 1
+    t.think = Think.INSIDE
     for i, ev in enumerate([chunk(1, reasoning_content="Okay"), chunk(2, content="Paris")]):
         t.add([ev], float(i))
     assert (t.t_reason, t.t_answer, t.reasoning_tokens(WORDS)) == (0.0, 1.0, 1)

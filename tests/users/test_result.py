@@ -5,12 +5,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from users.result import GenerationResult
+from users.result import GenerationResult, RequestMeta
 
 
 def result(times: list[float], tokens: list[int], t0: float = 10.0, ok: bool = True) -> GenerationResult:
     return GenerationResult(
-        user_class="U", name="n", stage="main", ok=ok, error_kind=None if ok else "stream_cut", error_message=None,
+        RequestMeta(user_class="U", name="n"), ok=ok, error_kind=None if ok else "stream_cut", error_message=None,
         t0=t0, t_sent=t0, t_end=(times[-1] if times else t0) + 0.001, chunk_times=np.asarray(times, dtype=np.float64),
         chunk_tokens=np.asarray(tokens, dtype=np.int64), output_tokens=int(sum(tokens)),
     )  # fmt: skip

@@ -65,7 +65,7 @@ def test_each_versions_prompts_are_counted_with_its_tokenizer_and_carry_its_head
     seen = Counter()
     for _ in range(60):
         inp = draw(s, ADAPTERS["chat"], Stage("main"))
-        v = inp.version
+        v = inp.meta.version
         seen[v] += 1
         assert inp.prompt_tokens == counters[v](inp.texts[0]), v  # what that version's server counts
         assert inp.route.headers["X-Tokenizer-Hash"] == tokenizer_hash(TOKS[v])
@@ -79,7 +79,7 @@ def test_a_fallback_moves_the_buckets_and_the_tokenizer() -> None:
     assert s.draw_tokenizers() == ["deepseek-v2"]  # only v1 is left: its tokenizer cuts every prompt
     for _ in range(20):
         inp = draw(s, ADAPTERS["chat"], Stage("main"))
-        assert inp.version == "v1" and inp.route.base_url == "http://127.0.0.1:8001"
+        assert inp.meta.version == "v1" and inp.route.base_url == "http://127.0.0.1:8001"
         assert inp.route.headers["X-Tokenizer-Hash"] == tokenizer_hash("deepseek-v2")
     assert not _settings().fall_back("v1", "canary")  # a version the table does not have: nothing moves
 

@@ -63,7 +63,7 @@ def test_batch_prompts_are_fingerprinted_as_the_list_sent():
         assert server == want, (bucket, server)
         assert req.headers["x-tokenizer-version"] == want and len(req.headers["x-tokenizer-hash"]) == 64
         r = event["context"]["llm_result"]
-        assert r.ok and r.version == want and r.batch_size == 3
+        assert r.ok and r.meta.version == want and r.meta.batch_size == 3
         by_element += ("v1" if fingerprint(MODEL, prompts[0])[1] < 50 else "beta") != want
     # the list's bucket is not its first prompt's: routing by an element would have sent some elsewhere
     assert by_element > 0

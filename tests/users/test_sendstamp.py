@@ -12,6 +12,7 @@ from geventhttpclient import HTTPClient
 from tests.support import PY, Proc, free_port, wait_http
 from users import sendstamp
 from users.client import Call, exchange
+from users.result import RequestMeta
 
 
 class _Pool:
@@ -69,8 +70,8 @@ def test_a_slow_socket_hand_out_is_not_time_to_first_token() -> None:
         pool.get_socket = slow_get_socket
         body = {"prompt": "x", "max_tokens": 4, "stream": True, "stream_options": {"include_usage": True}}
         headers = {"Content-Type": "application/json"}
-        call = Call(path="/v1/completions", body=orjson.dumps(body), headers=headers, name="t", user_class="t",
-                    stage="main", stream=True, prompt_tokens_client=1, max_tokens=4)  # fmt: skip
+        call = Call(path="/v1/completions", body=orjson.dumps(body), headers=headers,
+                    meta=RequestMeta(max_tokens=4, user_class="t", name="t"), stream=True, prompt_tokens_client=1)
         results = [exchange(http, call) for _ in range(2)]
         http.close()
     for r in results:

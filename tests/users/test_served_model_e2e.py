@@ -21,6 +21,7 @@ from statistics import median
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from telemetry.requestlog import read_records
 from tests.server.sim.helpers import post, running_sim
 from tests.support import PY, Proc, free_port, wait_http
 from tests.users.e2e import SERVER_NICE, run_locust
@@ -110,7 +111,7 @@ def test_reasoning_split_ttfa_and_tokens(tmp_path, field):
     """Four users (a dozen requests: a p50 that one stalled request on a busy box does not move) with 16-token
     prompts: another user's prefill inside a thinking span costs 0.1 % of it."""
     exp_port = free_port()
-    report = tmp_path / "report.html"
+    report, jsonl = tmp_path / "report.html", tmp_path / "requests.jsonl"
     with _sim_above_the_client("--profile", "deepseek-v2-lite-a100", "--time-scale", TIME_SCALE,
                                "--served-model-name", "deepseek-ai/DeepSeek-R1", "--tokenizer", "deepseek-r1",
                                "--reasoning", f"fixed:{REASONING}", "--reasoning-field", field) as sim:  # fmt: skip
@@ -120,7 +121,8 @@ def test_reasoning_split_ttfa_and_tokens(tmp_path, field):
         try:
             run = run_locust(f"http://127.0.0.1:{sim.port}", ["-u", "4", "-r", "4", "-t", "8s", "--input-len",
                              "fixed:16", "--output-len", f"fixed:{OUTPUT}", "--prometheus-port", str(exp_port),
-                             "--llm-report", str(report), "StreamingChatUser"], tmp_path)  # fmt: skip
+                             "--llm-report", str(report), "--llm-requests-jsonl", str(jsonl), "StreamingChatUser"],
+                             tmp_path)  # fmt: skip
         finally:
             done.set()
             scraper.join(5)
@@ -149,6 +151,12 @@ def test_reasoning_split_ttfa_and_tokens(tmp_path, field):
     assert span == pytest.approx(REASONING * step, rel=0.02)
     assert all(r["ttfa"] - r["ttft"] == pytest.approx(r["thinking"], abs=1e-9) for r in rows)
     assert thinking == pytest.approx(REASONING * itl, rel=0.02), (thinking, itl)
+    # the per-request log: every reasoning figure in every line, equal to the exact per-request values
+    lines = [line for line in read_records(jsonl) if line["ok"]]
+    assert len(lines) == ok
+    for line in lines:
+        assert all(line[k] is not None for k in ("ttft_ms", "ttst_ms", "ttfa_ms", "thinking_ms", "tpot_ms", "e2e_ms"))
+        assert line["ttfa_ms"] - line["ttft_ms"] == pytest.approx(line["thinking_ms"], abs=0.002)
     # Prometheus (the exporter's last scrape during the run: every request it had recorded)
     prom = _prom(last[0])
     n = prom["llm_time_to_first_answer_token_seconds_count"]

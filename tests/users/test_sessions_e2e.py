@@ -10,18 +10,24 @@
 
 from __future__ import annotations
 
+from telemetry.requestlog import read_records
 from tests.server.sim.helpers import running_sim
 from tests.users.e2e import run_locust
 
 MODEL = "deepseek-ai/DeepSeek-V2-Lite"
 
 
-def _run(port: int, tmp_path, *args: str):
+def _run(port: int, tmp_path, *args: str, groups: set | None = None):
+    """The run's summary; with ``groups`` its request log's ``prefix_group`` values must be exactly those."""
+    log = tmp_path / "requests.jsonl"
     run = run_locust(f"http://127.0.0.1:{port}", ["--server-metrics-url", f"http://127.0.0.1:{port}/metrics",
-                     "--server-metrics-interval", "0.5", "-r", "50", *args, "StreamingChatUser"], tmp_path)  # fmt: skip
+                     "--server-metrics-interval", "0.5", "-r", "50", "--llm-requests-jsonl", str(log), *args,
+                     "StreamingChatUser"], tmp_path)  # fmt: skip
     assert run.summary is not None, run.output[-3000:]
     assert run.summary["requests"]["failed"] == 0, run.summary["requests"]
     assert run.summary["tokens"]["prompt_mismatch_ratio"] == 0.0
+    if groups is not None:
+        assert {line["prefix_group"] for line in read_records(log)} == groups
     return run.summary
 
 
@@ -35,9 +41,9 @@ def test_shared_prefix_hits_the_prefix_cache_and_lowers_ttft(tmp_path):
     # time scale 0.1: the tiny engine's prefill (0.002 ms a token, 256 tokens a step) becomes ~75 ms for 1152
     # tokens, well above the client's own noise on a busy box
     with running_sim("--time-scale", "0.1", "--served-model-name", MODEL, "--tokenizer", "deepseek-v2") as sim:
-        plain = _run(sim.port, tmp_path, *sweep, "--input-len", "fixed:1152")
+        plain = _run(sim.port, tmp_path, *sweep, "--input-len", "fixed:1152", groups={None})
         shared = _run(sim.port, tmp_path, *sweep, "--input-len", "fixed:128", "--shared-prefix-len", "1024",
-                      "--prefix-groups", "2")  # fmt: skip
+                      "--prefix-groups", "2", groups={0, 1})  # fmt: skip
     for s, around in ((plain, 0), (shared, 2)):  # 2: "\n\n", what deepseek-v2's template puts after a system prompt
         assert [st["name"] for st in _measured(s)] == ["users=2", "users=4"]
         assert all(st["prompt_tokens_mean"] == 1152 + around for st in _measured(s)), s["stages"]

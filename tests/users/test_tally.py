@@ -32,11 +32,11 @@ def test_continuous_usage_gives_k_from_the_delta_and_skips_role_chunk() -> None:
     t.add([chat("", ct=4)], 3.0)  # empty text, but a token (partial UTF-8): usage rose
     t.add([chat(" d", ct=4)], 3.5)  # text but usage did not rise: no token
     t.add([chat(" e", ct=6, finish="length"), usage_only(6), b"[DONE]"], 4.0)
-    assert t.times == [2.0, 3.0, 4.0]
-    assert t.ks == [3, 1, 2]
-    assert t.out == 6 and t.ct == 6 and t.prompt_tokens == 9
+    assert t.chunk_times == [2.0, 3.0, 4.0]
+    assert t.chunk_tokens == [3, 1, 2]
+    assert t.output_tokens == 6 and t.usage_tokens == 6 and t.prompt_tokens == 9
     assert t.done and t.finished and t.continuous
-    assert t.prompt == 5
+    assert t.client_prompt_tokens == 5
 
 
 def test_without_usage_each_non_empty_text_chunk_is_one_token() -> None:
@@ -48,9 +48,9 @@ def test_without_usage_each_non_empty_text_chunk_is_one_token() -> None:
     t.add([json.dumps(reasoning).encode()], 2.5)
     completion = {"choices": [{"index": 0, "text": " y", "finish_reason": "stop"}]}
     t.add([json.dumps(completion).encode(), usage_only(7)], 3.0)
-    assert t.times == [2.0, 2.5, 3.0] and t.ks == [1, 1, 1]
+    assert t.chunk_times == [2.0, 2.5, 3.0] and t.chunk_tokens == [1, 1, 1]
     assert t.texts == [" x", "think", " y"]
-    assert t.ct == 7 and not t.continuous  # final usage gives the count, not a token chunk
+    assert t.usage_tokens == 7 and not t.continuous  # final usage gives the count, not a token chunk
     assert t.finished and not t.done
 
 
@@ -70,13 +70,13 @@ def test_faults_inside_the_stream(payload: bytes, kind: str) -> None:
         t.add([chat(" ok", ct=1), payload], 1.0)
     assert e.value.kind == kind
     assert str(e.value).startswith(f"{kind}: ")
-    assert t.ks == [1]  # what came before the fault is kept
+    assert t.chunk_tokens == [1]  # what came before the fault is kept
 
 
 def test_blank_payload_is_ignored() -> None:
     t = StreamTally()
     t.add([b"", b"  "], 1.0)
-    assert t.times == []
+    assert t.chunk_times == []
 
 
 @pytest.mark.parametrize("name", [n for n in names() if load_transcript(n).ok])
@@ -90,14 +90,14 @@ def test_recorded_vllm_streams(name: str) -> None:
     assert t.done and t.finished
     usage = rec.usage
     if usage is None:  # no usage at all: one token per non-empty text chunk, texts kept for the tokenizer
-        assert t.ct is None and t.ks and set(t.ks) == {1} and len(t.texts) == len(t.ks)
+        assert t.usage_tokens is None and set(t.chunk_tokens) == {1} and len(t.texts) == len(t.chunk_tokens) > 0
         return
-    assert t.ct == usage["completion_tokens"]
+    assert t.usage_tokens == usage["completion_tokens"]
     if rec.meta["request"].get("stream_options", {}).get("continuous_usage_stats"):
-        assert sum(t.ks) == usage["completion_tokens"]
-        assert all(k >= 1 for k in t.ks)
+        assert sum(t.chunk_tokens) == usage["completion_tokens"]
+        assert all(k >= 1 for k in t.chunk_tokens)
     else:
-        assert 1 <= sum(t.ks) <= usage["completion_tokens"]
+        assert 1 <= sum(t.chunk_tokens) <= usage["completion_tokens"]
     if rec.is_chat:  # the role-only first chunk never counts: the first token chunk has text or a usage rise
         first = json.loads(rec.payloads[0])
         assert first["choices"][0]["delta"].get("role") == "assistant"

@@ -112,7 +112,7 @@ def test_inflight_snapshot_follows_tallies() -> None:
     a, b = StreamTally(100), StreamTally(7)
     board.add(a)
     board.add(b)
-    a.out = 5
+    a.output_tokens = 5
     assert sorted(board.snapshot()) == [(7, 0), (100, 5)]
     board.discard(a)
     assert board.snapshot() == [(7, 0)] and len(board) == 1

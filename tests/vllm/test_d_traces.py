@@ -1,5 +1,5 @@
-"""The real vLLM CPU engine started with ``--otlp-traces-endpoint`` pointing at locust's ``--otlp-receiver``
-(issue 18): every completed request is joined with vLLM's own ``llm_request`` span (the span continues the
+"""The real vLLM CPU engine started with ``--otlp-traces-endpoint`` pointing at locust's ``--otlp-receiver``:
+every completed request is joined with vLLM's own ``llm_request`` span (the span continues the
 request's ``traceparent``), and per request the server's TTFT and E2E never exceed the client's.
 
 Its own server start (the receiver's port is on the command line): last in the package, after the shared KV size.

@@ -1,5 +1,5 @@
 """The start form refuses every invalid option value with the option's name and the accepted forms, and starts
-nothing (issue 17): HTTP POSTs to a real ``locust`` web UI process, as the browser's start form sends them."""
+nothing: HTTP POSTs to a real ``locust`` web UI process, as the browser's start form sends them."""
 
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ BAD = [
     ("server_metrics_interval", "0", "expected"),
     ("slo_ttft_p99_ms", "abc", "expected"),
     ("slo_error_rate", "2", "expected"),
-    ("slo_preset", "nope", "'nope' is not one of none, seed"),
+    ("slo_preset", "nope", "'nope' is not one of none, interactive, seed"),
     ("llm_stop_on", "batching,nope", "nope"),
     ("attribution_window", "0", "expected"),
     ("batching_p99_rise", "-1", "expected"),

@@ -1,4 +1,4 @@
-"""The start form as a new user meets it (issue 17): in headless Chromium, ``foo:1`` typed into the input length
+"""The start form as a new user meets it: in headless Chromium, ``foo:1`` typed into the input length
 field and START pressed shows the option's name and its accepted forms under the form, and nothing starts; the
 API key's field comes empty (the key given at start is not in the page)."""
 

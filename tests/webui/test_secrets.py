@@ -1,4 +1,4 @@
-"""The API key never leaves the process (issue 17): a real ``locust`` with the web UI runs with a known key, the
+"""The API key never leaves the process: a real ``locust`` with the web UI runs with a known key, the
 server sees it on every request, and no output of the run holds it — the log, the summary, the report, the CSVs,
 the per-request records, the start page, the form's answer and every ``/llm/*`` route."""
 

@@ -1,4 +1,4 @@
-"""Fingerprint routing (seed 4.2) and metadata headers (4.3): reproducible hashes, table validation, distribution."""
+"""Fingerprint routing and metadata headers: reproducible hashes, table validation, distribution."""
 
 from __future__ import annotations
 

@@ -1,10 +1,10 @@
-"""consistency: do several tokenizers split the same multilingual inputs the same way? (seed 2.4)
+"""consistency: do several tokenizers split the same multilingual inputs the same way?
 
-Each case is encoded without special tokens (as in the seed's assert_subword_consistency). Per case the
+Each case is encoded without special tokens (a subword-consistency assertion). Per case the
 report groups the tokenizers by their segmentation (token boundaries from offsets), says whether the
-ids are identical (the seed's assertion; only meaningful within one vocabulary family), and for each
+ids are identical (the strict assertion; only meaningful within one vocabulary family), and for each
 tokenizer that disagrees with the first one lists the character spans that split differently.
-The default cases are the seed's three ("AI模型v2.0发布", "こんにちはWorld", "订单#123已完成") and a shipped
+The default cases are three multilingual ones ("AI模型v2.0发布", "こんにちはWorld", "订单#123已完成") and a shipped
 set covering Chinese, English, Japanese, Korean, Arabic, Cyrillic, emoji, code, numbers and dates.
 
   python -m tokenizer_checks consistency --tokenizers deepseek-v3,deepseek-v4,qwen2.5,r1-distill-llama

@@ -1,5 +1,5 @@
 """diff: align difflog records of two tokenizers by ``input_id`` and report character-level boundary
-differences through their offsets (seed 4.1), with the compat level of B against A (:mod:`workload.compat`: the
+differences through their offsets, with the compat level of B against A (:mod:`workload.compat`: the
 rule the gray-routed users' ``X-Compat-Level`` comes from).
 
 Reads one log holding both tokenizers' records, or two logs (one each). When a log holds the same

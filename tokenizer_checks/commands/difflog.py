@@ -1,6 +1,6 @@
-"""difflog: tokenize the same inputs with several tokenizers into a JSONL log for ``diff`` (seed 4.1).
+"""difflog: tokenize the same inputs with several tokenizers into a JSONL log for ``diff``.
 
-One record per (tokenizer, input), in the seed's format plus the ids and the text:
+One record per (tokenizer, input), in the classic diff-log format plus the ids and the text:
 ``{"ts": <epoch ms>, "tokenizer": "deepseek-v3", "input_id": "L1", "tokens": [...], "offsets": [[s, e], ...],
 "ids": [...], "text": "..."}``. ``tokens`` are the tokenizer's own token strings (byte-level symbols for
 byte-level BPE); ``offsets`` are character offsets into the text. Inputs are encoded without special tokens.

@@ -1,6 +1,6 @@
-"""drift: how an upgrade from OLD to NEW tokenizer changes the tokens of a corpus (seed 2.1).
+"""drift: how an upgrade from OLD to NEW tokenizer changes the tokens of a corpus.
 
-Per text: the seed's Jaccard drift on token strings, whether the ids are identical, the token-count
+Per text: the Jaccard drift of the two token-string sets, whether the ids are identical, the token-count
 ratio, and the exact character spans that split differently (from offsets). Across the vocabularies:
 added / removed / changed special (added) tokens. Texts are batch-encoded by the Rust tokenizers
 without special tokens. The default corpus is the shipped mixed Chinese/English/code corpus.

@@ -1,13 +1,13 @@
 """fallback: when the primary tokenizer is rolled back to a fallback, does every input still end inside the
-context window? (seed 4.4)
+context window?
 
 For each input: its token count under both tokenizers, which of them overflow the window
 (``--max-tokens`` minus ``--reserve`` for BOS/template/generation), and what the fallback path does.
-``--trigger primary`` is the seed's logic (only an input that overflows the *primary* count is cut, then
+``--trigger primary`` is the classic logic (only an input that overflows the *primary* count is cut, then
 re-encoded with the fallback); ``fallback`` or ``either`` also cut inputs that only the fallback sees as
 too long. ``--strategy`` says how the cut is made:
 
-* ``chars``: the seed's pre-cut ``text[:N]`` (``--cut-chars``, default 2048), then re-encode;
+* ``chars``: the classic pre-cut ``text[:N]`` (``--cut-chars``, default 2048), then re-encode;
 * ``tokens``: encode with the fallback, keep the first window tokens and cut the text at that token's end
   offset (fills the window exactly);
 * ``none``: no cut (shows the raw overflow).
@@ -85,9 +85,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--reserve", type=non_negative_int, default=0, metavar="N",
                    help="tokens kept free for BOS/chat template/generation (default %(default)s)")
     p.add_argument("--strategy", choices=sorted(STRATEGIES), default="chars",
-                   help="how the fallback cuts (default chars, the seed's text[:2048])")
+                   help="how the fallback cuts (default chars, text[:2048])")
     p.add_argument("--trigger", choices=sorted(TRIGGERS), default="primary",
-                   help="which count decides that an input is cut (default primary, the seed's logic)")
+                   help="which count decides that an input is cut (default primary: what overflows the primary)")
     p.add_argument("--cut-chars", type=positive_int, default=2048, metavar="N", help="chars kept by --strategy chars")
 
 

@@ -1,5 +1,5 @@
-"""fingerprint: the gray-routing fingerprint of one request input, its bucket and version (seed 4.2), and the
-tokenizer metadata headers (seed 4.3).
+"""fingerprint: the gray-routing fingerprint of one request input, its bucket and version, and the
+tokenizer metadata headers.
 
 fingerprint = ``M + ":" + sha256(canonical)[:16 hex]``, canonical = ``json.dumps(input, sort_keys=True,
 separators=(",", ":"), ensure_ascii=False)`` as UTF-8; bucket = ``int(hex, 16) % 100``; the version comes

@@ -1,11 +1,11 @@
-"""padding: tokens added by special-token handling and the padding they cause in batches (seed 2.3).
+"""padding: tokens added by special-token handling and the padding they cause in batches.
 
 Texts are encoded without special tokens by the Rust tokenizer; BOS and the end token are then added
 explicitly (so the count does not depend on the transformers major version, which differ on BOS):
 
 * before: the configured behaviour, which is what transformers does with ``add_eos_token=True``: the end
   token is always appended, even when the text already ends with an end token (``<|eot_id|>`` for
-  R1-Distill-Llama, ``<｜end▁of▁sentence｜>`` for DeepSeek) — the seed's doubled end token;
+  R1-Distill-Llama, ``<｜end▁of▁sentence｜>`` for DeepSeek) — a doubled end token;
 * after: the fix — no end token (or BOS) is added when one is already there.
 
 Sequences are cut at ``--max-length`` (the end token kept) and padded per micro-batch of ``--batch-size``

@@ -23,7 +23,7 @@ from users.request import RequestInput
 from users.tally import StreamTally
 
 
-class Whole(NamedTuple):
+class WholeAnswer(NamedTuple):
     """What a whole (non-streaming) answer says."""
 
     output_tokens: int
@@ -43,9 +43,11 @@ class Answer(ABC):
     tally: type[StreamTally] = StreamTally
     """The stream's chunk classifier, built once per request as ``tally(prompt_tokens_client)``. The client
     calls its ``add(payloads, t)`` once per read with the ``data`` payloads the read completed (the hot path:
-    classify inline, no call per payload) and reads ``times``, ``ks``, ``out``, ``ct`` (server's output
-    total or None), ``prompt_tokens`` (server's or None), ``texts`` (for a tokenizer count) and ``prompt``.
-    It raises :class:`~users.faults.StreamFault` for a bad or error chunk."""
+    classify inline, no call per payload) and reads ``chunk_times``, ``chunk_tokens``, ``output_tokens`` (so far),
+    ``usage_tokens`` (the server's output total or None), ``prompt_tokens`` (server's or None), ``texts`` (for a
+    tokenizer count) and ``client_prompt_tokens``; it sets ``think`` to :attr:`users.tally.Think.INSIDE` before the
+    first read when the chat template opened ``<think>`` in the prompt. It raises
+    :class:`~users.faults.StreamFault` for a bad or error chunk."""
 
     @abstractmethod
     def stream_missing(self, tally: StreamTally) -> tuple[str, ...]:
@@ -53,7 +55,7 @@ class Answer(ABC):
         The client fails the request as ``stream_cut: stream ended without <a> and <b> after N tokens``."""
 
     @abstractmethod
-    def parse_whole(self, raw: bytes, count_text: Callable[[str], int] | None) -> Whole:
+    def parse_whole(self, raw: bytes, count_text: Callable[[str], int] | None) -> WholeAnswer:
         """Parse a whole answer (HTTP 200 body); raise :class:`~users.faults.StreamFault` (``bad_chunk``,
         ``server_error``) for one that carries no result. ``count_text`` counts output text on the client
         when the server sends no usage (None: no tokenizer)."""

@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 import orjson
 
-from users.adapters.base import Answer, Whole
+from users.adapters.base import Answer, WholeAnswer
 from users.faults import StreamFault, quote
 from users.tally import StreamTally
 
@@ -26,7 +26,7 @@ class OpenAIAnswer(Answer):
         """Both ``[DONE]`` and a ``finish_reason`` are required."""
         return tuple(m for m, seen in (("[DONE]", tally.done), ("finish_reason", tally.finished)) if not seen)
 
-    def parse_whole(self, raw: bytes, count_text: Callable[[str], int] | None) -> Whole:
+    def parse_whole(self, raw: bytes, count_text: Callable[[str], int] | None) -> WholeAnswer:
         """Output tokens from ``usage.completion_tokens``, else the choices' text counted by ``count_text``
         (0 without it); prompt tokens from ``usage.prompt_tokens``."""
         try:
@@ -45,7 +45,7 @@ class OpenAIAnswer(Answer):
         if output is None:
             output = sum(count_text(r) + count_text(a) for r, a in parts) if count_text else 0
             source = "tokenizer"
-        return Whole(output, usage.get("prompt_tokens"), source, _reasoning_tokens(parts, output, count_text),
+        return WholeAnswer(output, usage.get("prompt_tokens"), source, _reasoning_tokens(parts, output, count_text),
                      choices[0].get("finish_reason"))
 
 

@@ -1,4 +1,4 @@
-"""Profiles load and validate; the seed profiles reproduce the seed's table in virtual time (the fitting harness)."""
+"""Profiles load and validate; the reference profiles reproduce their table in virtual time (the fitting harness)."""
 
 from __future__ import annotations
 
@@ -36,7 +36,7 @@ def test_seed_profiles_reproduce_the_table_in_virtual_time(name):
     tok_s, p99 = SEED_TABLE[name]
     r = closed_loop(load_profile(name), users=16, input_len=512, output_len=256, duration_s=60.0,
                     client_jitter_s=0.005)
-    # the issue's tolerances (10 % / 15 %)
+    # the fitting tolerances (10 % / 15 %)
     assert abs(r.output_tok_s / tok_s - 1) < 0.10, r
     assert abs(r.ttft_p99_ms / p99 - 1) < 0.15, r
     assert r.preemptions == 0

@@ -1,7 +1,7 @@
-"""The seed's scenario in real time: 16 users started together, 512 in / 256 out, ignore_eos, about a minute.
+"""The reference chat scenario in real time: 16 users started together, 512 in / 256 out, ignore_eos, about a minute.
 
 Run through the project's own Locust users (``StreamingCompletionUser``) against each seed profile, and
-compared with the seed's table (issue 3): output tok/s within 10 %, P99 TTFT within 15 % below and 35 %
+compared with the reference table: output tok/s within 10 %, P99 TTFT within 15 % below and 35 %
 above. The P99 comes from the start burst, so the run length is part of the scenario (60 s, as ``make run``).
 Measured on this project's shared 2-core machine: V2-Lite 1839 tok/s and 438 ms, V2 958 tok/s and 775 ms
 (the P99 moves ~±7 % from run to run with how far apart the 16 first requests reach the server). Under

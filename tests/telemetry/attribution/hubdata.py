@@ -1,4 +1,4 @@
-"""A real Merger filled with synthetic results and scraped server samples, window by window; its view, its hub."""
+"""A real RunState filled with synthetic results and scraped server samples, window by window; its view, its hub."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ import numpy as np
 from locust.env import Environment
 
 from telemetry.hub import TelemetryHub
-from telemetry.merger import Merger
+from telemetry.runstate import RunState
 from telemetry.scraper import ServerScraper
 from telemetry.view import RunView
-from users.result import GenerationResult
+from users.result import GenerationResult, RequestMeta
 
 LE = [0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, math.inf]
 
@@ -49,9 +49,9 @@ class _Cum:
                 for name, c in self.cum.items()}
 
 
-def merger_from(specs: list[Spec], window_s: float = 10.0, scrape_s: float = 2.0) -> Merger:
+def merger_from(specs: list[Spec], window_s: float = 10.0, scrape_s: float = 2.0) -> RunState:
     """No Locust environment: the merged store, the scraper's series and the run's clock only."""
-    merger = Merger()
+    merger = RunState()
     rec = merger.merged
     t0_perf = merger.t0_wall - rec._wall_offset  # perf_counter value at the run start
     cum, preempt = _Cum(), 0
@@ -63,7 +63,7 @@ def merger_from(specs: list[Spec], window_s: float = 10.0, scrape_s: float = 2.0
             first = t0 + sp.ttft
             chunks = first + np.arange(5) * sp.itl
             rec.record(GenerationResult(
-                user_class="U", name="n", stage="main", ok=True, error_kind=None, error_message=None, t0=t0, t_sent=t0,
+                RequestMeta(user_class="U", name="n"), ok=True, error_kind=None, error_message=None, t0=t0, t_sent=t0,
                 t_end=chunks[-1] + 0.001, chunk_times=chunks, chunk_tokens=np.ones(5, dtype=np.int64),
                 output_tokens=5, prompt_tokens=10))  # fmt: skip
             cum.observe("ttft", sp.ttft * 0.9)

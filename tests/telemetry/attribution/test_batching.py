@@ -1,4 +1,4 @@
-"""The seed's dynamic-batching failure rule (3.3) over synthetic window sequences."""
+"""The dynamic-batching failure rule over synthetic window sequences."""
 
 from __future__ import annotations
 

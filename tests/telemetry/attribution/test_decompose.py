@@ -74,7 +74,7 @@ def test_a_tiny_negative_remainder_reads_as_zero():
 
 
 def test_a_negative_mean_remainder_is_never_printed():
-    # the server's TTFT mean (68 ms) over the client's (60 ms): issue 18's "network & client -8 ms"
+    # the server's TTFT mean (68 ms) over the client's (60 ms): a measured "network & client -8 ms"
     server = {"ttft": _h({0.1: 10}, total=0.68), "queue": _h({0.1: 10}, total=0.3),
               "prefill": _h({0.1: 10}, total=0.2)}
     q = {"count": 10, "mean": 60.0, "p50": 55.0, "p90": 70.0, "p95": 75.0, "p99": 80.0, "max": 90.0}

@@ -1,4 +1,5 @@
-"""End to end against the simulator: locust headless -> summary JSON ``attribution`` (issue 8's "must show").
+"""End to end against the simulator: locust headless -> summary JSON ``attribution``
+(the P99 decomposition and the batching verdict on real runs).
 
 - a run that exhausts the KV pool (64 blocks of 16 for 32 streams) spikes, and the cause names KV /
   waiting / preemptions;

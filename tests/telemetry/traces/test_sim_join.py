@@ -1,4 +1,4 @@
-"""End to end against the simulator with spans (issue 18's "must show"): locust's OTLP receiver
+"""End to end against the simulator with spans: locust's OTLP receiver
 (``--otlp-receiver``) gets the simulator's ``llm_request`` spans (``--otlp-traces-endpoint``) and joins
 every completed request with its span; per request the server's TTFT and E2E stay within the client's;
 with ``--batch-cap-at`` the slowest TTFTs are mostly queue; a full KV cache is named as the bottleneck.
@@ -152,7 +152,7 @@ def test_distributed_run_joins_every_request_and_exports_our_spans(tmp_path):
 
 
 def test_a_full_kv_cache_is_named_the_bottleneck(tmp_path):
-    # issue 18's measured case: 96 KV blocks, 48 users — saturated from the start, so no window stands out and
+    # a measured case: 96 KV blocks, 48 users — saturated from the start, so no window stands out and
     # the spike report is silent; the verdict must still name the KV cache
     s = _run(tmp_path, ["--num-gpu-blocks", "96"], ["-u", "48", "-r", "48", "-t", "8s"])
     bn = s["attribution"]["bottleneck"]

@@ -128,7 +128,7 @@ def test_a_span_without_our_trace_joins_by_the_echoed_request_id():
 
 def test_a_first_chunk_stamped_late_is_bounded_by_the_next_arrival():
     """The client stamps body bytes that came with the headers when it reads them, later ones by the kernel's
-    arrival time: the first may read later than the next (issue 18's span check saw TTFT > E2E by 10 ms)."""
+    arrival time: the first may read later than the next (a span check once saw TTFT > E2E by 10 ms)."""
     from users.client import _arrivals
 
     assert _arrivals([5.0, 3.0, 4.0]).tolist() == [3.0, 3.0, 4.0]

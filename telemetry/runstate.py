@@ -1,14 +1,14 @@
 """The run's mutable state: this process's recorder, the merged store and the worker bookkeeping.
 
 Only the telemetry roles (telemetry/plugin.py) and the worker watch (telemetry/distributed.py) write here;
-every reader takes a :class:`~telemetry.view.RunView` with :meth:`Merger.view`.
+every reader takes a :class:`~telemetry.view.RunView` with :meth:`RunState.view`.
 
-    merger = Merger()
-    merger.configure(options); merger.start_run()
-    merger.recorder.record(result)                 # this process's users
-    merger.absorb("w1", state)                     # a worker's report (or the local recorder's ``take()``)
-    merger.mark_lost("w2"); merger.mark_back("w2")
-    merger.end_run(); view = merger.view(options=options, host=host, stage_board=board)
+    run = RunState()
+    run.configure(options); run.start_run()
+    run.recorder.record(result)                 # this process's users
+    run.absorb("w1", state)                     # a worker's report (or the local recorder's ``take()``)
+    run.mark_lost("w2"); run.mark_back("w2")
+    run.end_run(); view = run.view(options=options, host=host, stage_board=board)
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ class WorkerInfo:
     kv_last: tuple[int, int] | None = None
 
 
-class Merger:
+class RunState:
     """Recorders, worker bookkeeping, the run's clock, model label, server scraper and final summary."""
 
     def __init__(self, slot_s: float = 1.0) -> None:
