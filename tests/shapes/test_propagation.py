@@ -161,7 +161,9 @@ def test_worker_without_users_does_not_take_a_share(cluster):
     assert _wait(lambda: master_env.runner.worker_count == 2)
     master_env.runner.start(1, 100)  # one user: only one worker runs
     assert _wait(lambda: w1.runner.user_count + w2.runner.user_count == 1)
-    gevent.sleep(1.5)  # heartbeats report the worker states
+    # the master learns each worker's state and user count from heartbeats (was a 1.5 s sleep)
+    clients = master_env.runner.clients
+    assert _wait(lambda: sum(1 for c in clients.running + clients.spawning if c.user_count > 0) == 1)
     master_env.llm_stage_board.set(Stage("rate=12", rate=12.0, users=1))
     busy = w1 if w1.runner.user_count else w2
     assert _wait(lambda: busy.llm_pacer is not None and busy.llm_pacer.rate == pytest.approx(12.0), timeout=10)

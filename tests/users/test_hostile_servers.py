@@ -94,11 +94,13 @@ def test_server_restarted_mid_run_connection_refused_then_back(tmp_path) -> None
                        "--only-summary", "--prometheus-port", "0", "--server-metrics-url", "off",
                        "--llm-summary-json", str(summary), *args],
                       name="locust", env={"LLM_TEST_RESULTS": str(results)})  # fmt: skip
-        time.sleep(2.5)
+        deadline = time.monotonic() + 30  # the run under way: a few requests served (was a 2.5 s sleep)
+        while _stats(host)["requests"] < 2 and time.monotonic() < deadline:
+            time.sleep(0.2)
         before = _stats(host)["requests"]
         first.signal(signal.SIGKILL)
         first.popen.wait(5)
-        time.sleep(1.5)  # down: every request meanwhile is refused
+        time.sleep(1.5)  # the scenario: down for 1.5 s (above the 1 s request timeout), every request refused
         second = _server(port, "ok")
         with second:
             rc = locust.wait(40)
