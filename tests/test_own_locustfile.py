@@ -14,6 +14,8 @@ OWN = '''
 import deepseek_locust  # noqa: F401
 import users
 
+pytestmark = pytest.mark.slow  # every test here starts a real process
+
 
 class MyChat(users.StreamingChatUser):
     pass

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import subprocess
 
+import pytest
+
 from tests.support import PY, ROOT
 
 README = (ROOT / "README.md").read_text(encoding="utf-8")
@@ -16,6 +18,7 @@ def test_quick_start_has_exactly_the_two_commands():
     assert commands == ["make run", "make test"]
 
 
+@pytest.mark.slow
 def test_options_table_lists_every_registered_option():
     # A separate process: importing locustfile.py registers a global parser listener.
     table = subprocess.run(

@@ -83,6 +83,7 @@ def test_recorded_whole_answer_is_all_reasoning():
     assert OPENAI.parse_whole(WHOLE.body, None) == Whole(24, 16, "usage", 24, "length")
 
 
+@pytest.mark.slow
 def test_simulator_speaks_the_recorded_reasoning_format():
     req = STREAMED.meta["request"]
     with running_sim("--time-scale", "50", "--reasoning", "fixed:1000", "--reasoning-field", "reasoning",

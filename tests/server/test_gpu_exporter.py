@@ -76,6 +76,7 @@ def _has_gpu() -> bool:
         return False
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(_has_gpu(), reason="this machine has a GPU; the no-GPU path cannot be shown here")
 def test_real_process_without_gpu_says_one_line_and_exits_nonzero():
     p = subprocess.run([PY, "-m", "server.gpu_exporter", "--port", "0"], cwd=ROOT, capture_output=True, text=True,

@@ -39,7 +39,7 @@ def _sim(*extra: str) -> tuple[Proc, str]:
 
 @pytest.fixture(scope="module")
 def sim():
-    proc, host = _sim()
+    proc, host = _sim("--no-enable-prefix-caching")  # not the profile's default: the summary must say what it runs
     with proc:
         yield host
 
@@ -100,7 +100,7 @@ def test_summary_is_schema_2_with_the_run_record_and_the_server_environment(budg
     env = s["server_env"]
     assert env["version"] == "0.32.0+sim" and env["model"] == s["model"] and env["max_model_len"] > 0
     assert env["cache_config"]["block_size"] == BLOCK_SIZE and env["errors"] == {}
-    assert isinstance(env["cache_config"]["enable_prefix_caching"], bool)
+    assert env["cache_config"]["enable_prefix_caching"] is False  # --no-enable-prefix-caching (the max-errors run: on)
     # the client block fill counted with the server's block size, variance beside the mean, per stage too
     fill = s["client_kv_block_fill"]
     assert fill["block_size"] == BLOCK_SIZE and fill["block_size_source"] == "server"
@@ -188,7 +188,7 @@ def _vllm_missing() -> str | None:
 
 
 def test_max_errors_stops_a_failing_run_with_the_reason(tmp_path):
-    proc, host = _sim("--fault-rate", "1", "--fault-kinds", "500")
+    proc, host = _sim("--fault-rate", "1", "--fault-kinds", "500", "--enable-prefix-caching")
     summary = tmp_path / "s.json"
     with proc:
         run = Proc([LOCUST, "-f", "locustfile.py", "--headless", "-u", "2", "-r", "2", "-t", "60s", "--host", host,
@@ -197,6 +197,7 @@ def test_max_errors_stops_a_failing_run_with_the_reason(tmp_path):
         rc = run.wait(90)
     s = json.loads(summary.read_text())
     assert rc == 1, run.output()[-2000:]  # failed requests: Locust's own exit code
+    assert s["server_env"]["cache_config"]["enable_prefix_caching"] is True  # as the simulator was started
     stopped = s["run"]["stopped_by"]
     assert stopped["reason"] == "max_errors" and stopped["limit"] == 5 and stopped["errors"] >= 5
     assert s["requests"]["failed"] >= 5 and s["requests"]["ok"] == 0

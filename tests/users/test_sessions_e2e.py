@@ -10,8 +10,12 @@
 
 from __future__ import annotations
 
+import pytest
+
 from tests.server.sim.helpers import running_sim
 from tests.users.e2e import run_locust
+
+pytestmark = pytest.mark.slow  # every test here starts a real process
 
 MODEL = "deepseek-ai/DeepSeek-V2-Lite"
 
