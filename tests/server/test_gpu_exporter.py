@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import subprocess
+import urllib.request
 from types import SimpleNamespace
 
 import pynvml
@@ -10,7 +11,7 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from server import gpu_exporter
-from tests.support import PY, ROOT
+from tests.support import PY, ROOT, Proc, free_port, wait_http
 
 
 class FakeNvml:
@@ -77,10 +78,21 @@ def _has_gpu() -> bool:
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(_has_gpu(), reason="this machine has a GPU; the no-GPU path cannot be shown here")
-def test_real_process_without_gpu_says_one_line_and_exits_nonzero():
+def test_real_process_serves_a_gpu_or_says_one_line_and_exits_nonzero():
+    """Whichever this machine has: with a GPU the real process serves its metrics, without one it exits with one
+    line. The branch that ran is printed (a machine can show only one)."""
+    if _has_gpu():
+        port = free_port()
+        with Proc([PY, "-m", "server.gpu_exporter", "--port", str(port)], name="gpu-exporter") as p:
+            wait_http(f"http://127.0.0.1:{port}/metrics", proc=p)
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
+                body = r.read()
+        print("\nGPU exporter branch: a GPU, serving its metrics")
+        assert b"gpu_memory_used_bytes" in body, body[:2000]
+        return
     p = subprocess.run([PY, "-m", "server.gpu_exporter", "--port", "0"], cwd=ROOT, capture_output=True, text=True,
                        timeout=60)  # fmt: skip
+    print("\nGPU exporter branch: no GPU, one-line exit")
     assert p.returncode == gpu_exporter.NO_GPU_EXIT
     out = (p.stdout + p.stderr).strip().splitlines()
     assert len(out) == 1, out

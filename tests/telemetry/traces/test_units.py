@@ -13,6 +13,7 @@ from server.sim.tracing import SimTracer
 from telemetry.traces.join import ClientRecord, TraceJoin
 from telemetry.traces.otlp import ServerSpan, parse_request
 from telemetry.traces.tail import composition
+from tests.requires import VLLM, require
 from users.tracing import RequestIds, span_id_of, trace_id_of
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -58,9 +59,9 @@ def test_sim_span_continues_the_trace_and_reads_back():
         parse_request(b"\xff\xff not protobuf")
 
 
-@pytest.mark.skipif(not VLLM_SITE, reason=".venv-vllm not built")
 def test_sim_span_uses_vllms_attribute_names():
     """Every attribute the simulator sets is one vLLM 0.32's do_tracing sets on its llm_request span."""
+    require(None if VLLM_SITE else ".venv-vllm not built (make vllm-env)", VLLM)
     utils = (VLLM_SITE[0] / "tracing" / "utils.py").read_text()
     names = dict(re.findall(r"^\s+(GEN_AI_[A-Z0-9_]+) = \"([a-z0-9_.]+)\"", utils, re.M))
     proc = (VLLM_SITE[0] / "v1" / "engine" / "output_processor.py").read_text()
