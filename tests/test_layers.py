@@ -151,3 +151,14 @@ def test_layers_import_downwards_only():
             if a in LAYERS and b not in LAYERS:
                 wrong.append(f"{a} -> {b}")  # the product layers never reach into the CLIs, servers or scripts
     assert wrong == []
+
+
+def test_no_test_module_imports_another_test_modules_helpers():
+    """Shared test helpers live in helper modules (tests/support.py, tests/*/helpers.py, fakes, runners), never in a
+    test module that another one imports: a test file is read on its own."""
+    offenders = []
+    for path in sorted((ROOT / "tests").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[-1].startswith("test_"):
+                offenders.append(f"{path.relative_to(ROOT)} imports {node.module}")
+    assert offenders == []

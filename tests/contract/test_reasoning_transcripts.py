@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from server.sim.api import REASONING_FIELDS
-from tests.contract.test_vllm_transcripts import _exchange, cut
+from tests.contract.replay import cut, exchange_transcript
 from tests.fixtures.sse import load_transcript, names, whole_names
 from tests.server.sim.helpers import post, running_sim, sse_events
 from users.adapters.base import Whole
@@ -73,7 +73,7 @@ def test_recorded_reasoning_stream_is_all_reasoning(seed: int):
 
 
 def test_client_result_from_the_recorded_reasoning_stream():
-    r = _exchange(STREAMED)
+    r = exchange_transcript(STREAMED)
     assert r.ok, r.error_message
     assert r.output_tokens == r.reasoning_tokens == 24 and r.answer_tokens == 0
     assert r.t_reasoning == r.chunk_times[0] and r.ttfa_s is None and r.thinking_s is None

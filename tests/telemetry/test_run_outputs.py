@@ -18,7 +18,7 @@ import pytest
 
 from telemetry.requestlog import read_records
 from tests.requires import VLLM, require
-from tests.support import LOCUST, PY, ROOT, Proc, free_port, wait_http
+from tests.support import LOCUST, ROOT, Proc, free_port, start_sim
 from workload.tokenizers import tokenizer_hash
 
 pytestmark = pytest.mark.slow
@@ -29,12 +29,7 @@ BLOCK_SIZE = 32  # not vLLM's default 16: the summary must carry what the server
 
 
 def _sim(*extra: str) -> tuple[Proc, str]:
-    port = free_port()
-    proc = Proc([PY, "-m", "server.sim", "--port", str(port), "--profile", "cpu-tiny", "--block-size",
-                 str(BLOCK_SIZE), "--time-scale", "0.2", *extra], name="sim")  # fmt: skip
-    host = f"http://127.0.0.1:{port}"
-    wait_http(f"{host}/health", proc=proc)
-    return proc, host
+    return start_sim("--block-size", str(BLOCK_SIZE), "--time-scale", "0.2", *extra)
 
 
 @pytest.fixture(scope="module")
