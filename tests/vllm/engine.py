@@ -21,16 +21,14 @@ from __future__ import annotations
 
 import json
 import os
-import threading
 import time
 import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-from tests.support import ROOT, Proc, free_port, wait_http
+from tests.support import PY, ROOT, Proc, free_port, wait_http
 
 VENV = ROOT / ".venv-vllm"
 VLLM = VENV / "bin" / "vllm"
@@ -90,38 +88,24 @@ class Server:
             return r.read().decode()
 
 
-class _Sink(BaseHTTPRequestHandler):
-    """Answers every OTLP export with 200 and an empty ExportTraceServiceResponse, and notes when."""
-
-    def do_POST(self) -> None:  # noqa: N802 (http.server's name)
-        self.rfile.read(int(self.headers.get("Content-Length") or 0))
-        self.server.last_post = time.monotonic()  # type: ignore[attr-defined]
-        self.send_response(200)
-        self.send_header("Content-Type", "application/x-protobuf")
-        self.send_header("Content-Length", "0")
-        self.end_headers()
-
-    def log_message(self, *args) -> None:
-        pass
-
-
 class OtlpSink:
-    """A throwaway OTLP/HTTP endpoint on 127.0.0.1:``port`` in a thread."""
+    """``tests/vllm/otlp_sink.py`` on 127.0.0.1:``port``, started and healthy."""
 
     def __init__(self, port: int):
-        self.http = ThreadingHTTPServer(("127.0.0.1", port), _Sink)
-        self.http.last_post = 0.0  # type: ignore[attr-defined]
-        self.thread = threading.Thread(target=self.http.serve_forever, name="otlp-sink", daemon=True)
-        self.thread.start()
+        self.port = port
+        self.proc = Proc([PY, "-m", "tests.vllm.otlp_sink", str(port)], name="otlp-sink")
+        wait_http(f"http://127.0.0.1:{port}/idle", timeout=30, proc=self.proc)
 
     def drain_and_close(self, quiet_s: float = 1.0, timeout_s: float = 15.0) -> None:
         """Wait until no export came for ``quiet_s`` (the engine exports finished requests every 200 ms), then
         free the port."""
         deadline = time.monotonic() + timeout_s
-        while time.monotonic() - self.http.last_post < quiet_s and time.monotonic() < deadline:  # type: ignore
+        while time.monotonic() < deadline:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/idle", timeout=5) as r:
+                if float(r.read()) >= quiet_s:
+                    break
             time.sleep(0.1)
-        self.http.shutdown()
-        self.http.server_close()
+        self.proc.stop()
 
 
 class EnginePool:
