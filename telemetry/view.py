@@ -1,7 +1,7 @@
 """A read-only view of one run: what the summary, live table, exporter, sections and report are functions of.
 
 The :class:`~telemetry.merger.Merger` takes a view of its state (``merger.view(...)``); the hub hands a fresh
-one to whoever reads (``environment.llm_telemetry.view()``). A view is frozen: its fields are the merged store,
+one to whoever reads (``environment.llm.telemetry.view()``). A view is frozen: its fields are the merged store,
 the stage history, the server series and scrape counters, the SLO set, options, the run's clock, model, host
 and workers. Nothing here writes; build one without any Locust environment for tests or offline use:
 
@@ -100,6 +100,16 @@ class RunView:
             end = history[i + 1][1] if i + 1 < len(history) else last_end
             spans.append((st, start, max(end, start)))
         return spans
+
+    def server_kv_usages(self, start_s: float, end_s: float) -> list[float]:
+        """The scraped server KV usages (0..1) taken in ``[start_s, end_s)`` (a stage's span)."""
+        return [d["kv_cache_usage"] for d in self.server_series
+                if start_s <= d["t"] < end_s and d.get("kv_cache_usage") is not None]  # fmt: skip
+
+    def client_kv_fill_of(self, stage: str) -> float | None:
+        """A stage's mean client-side KV block fill (0..1); None before a sample."""
+        kv = self.merged.kv_fill.get(stage)
+        return kv.ratio_sum / kv.samples if kv and kv.samples else None
 
     def version_windows(self, version: str, seconds: float, origin_s: float, count: int) -> list[Window]:
         """``count`` windows of one route version from ``origin_s`` on (the per-version slots: requests, errors,

@@ -1,11 +1,12 @@
 """Wire the users into a Locust Environment: ``install(environment)`` from the locustfile's init listener.
 
-Creates ``environment.llm_inflight`` and, at every ``test_start`` on a process that runs users (local
-or worker, not the master), ``environment.llm_users`` (:class:`~users.settings.RunSettings`): options
-parsed, the model resolved once per process from ``GET /v1/models`` unless ``--model`` names it, the
-tokenizer chosen for it (``--tokenizer auto``: :func:`workload.tokenizers.choose_tokenizer`; logged, and kept
-as ``environment.llm_tokenizer`` for the summary's ``run.tokenizer``: name, hash, source, model), and the
-client/server prompt-token counts compared through ``/tokenize`` (:mod:`users.align`).
+Fills the run context's users fields: ``environment.llm.inflight`` and, at every ``test_start`` on a process
+that runs users (local or worker, not the master), ``environment.llm.settings``
+(:class:`~users.settings.RunSettings`): options parsed, the model resolved once per process from
+``GET /v1/models`` unless ``--model`` names it, the tokenizer chosen for it (``--tokenizer auto``:
+:func:`workload.tokenizers.choose_tokenizer`; logged, and kept as ``environment.llm.tokenizer`` for the summary's
+``run.tokenizer``: name, hash, source, model), and the client/server prompt-token counts compared through
+``/tokenize`` (:mod:`users.align`).
 """
 
 from __future__ import annotations
@@ -17,10 +18,11 @@ import sys
 import gevent
 from locust.runners import MasterRunner, WorkerRunner
 
+from run.context import attach
 from users.align import check
 from users.budget import install as install_budget
 from users.inflight import Inflight
-from users.options import check_route_options, route_tokenizers_from
+from users.options import check_dataset_options, check_route_options, route_tokenizers_from
 from users.server_info import ServerUnreachable, first_model, json_poster
 from users.settings import RunSettings
 from users.versions import resolve_versions
@@ -38,7 +40,7 @@ class UsersPlugin:
         self._models: dict[str, str | None] = {}
 
     def register(self) -> None:
-        self.environment.llm_inflight = Inflight()
+        attach(self.environment).inflight = Inflight()
         if isinstance(self.environment.runner, WorkerRunner):
             self.environment.runner.register_message(ROUTE_FALLBACK_MESSAGE, self._on_fallback)
         self.environment.events.test_start.add_listener(self._on_test_start)
@@ -50,10 +52,10 @@ class UsersPlugin:
         self._on_test_stop()
 
     def _on_test_stop(self, **_kw) -> None:
-        watch = getattr(self.environment, "llm_stall_watch", None)
+        watch = self.environment.llm.stall_watch
         if watch is not None:
             watch.stop()
-            self.environment.llm_stall_watch = None
+            self.environment.llm.stall_watch = None
 
     def _on_test_start(self, environment, **_kw) -> None:
         if isinstance(environment.runner, MasterRunner):
@@ -61,18 +63,19 @@ class UsersPlugin:
             return
         try:
             route_tokenizers_from(environment.parsed_options)  # names only versions of --route-table
-            settings = RunSettings.from_options(
-                environment.parsed_options, getattr(environment.runner, "worker_index", 0)
-            )
+            runner = environment.runner
+            workers = int(getattr(environment.parsed_options, "expect_workers", 1) or 1)
+            settings = RunSettings.from_options(environment.parsed_options, getattr(runner, "worker_index", 0),
+                                                workers if isinstance(runner, WorkerRunner) else 1)  # fmt: skip
         except ValueError as e:  # values typed in the web UI skip argparse's validators
             log.error("LLM users: %s", e)
             if environment.runner is not None:
                 gevent.spawn_later(0, environment.runner.quit)
             return
-        environment.llm_users = settings
+        environment.llm.settings = settings
         _prime_inspect()
         self._on_test_stop()
-        environment.llm_stall_watch = StallWatch(environment.llm_inflight, settings.request_timeout).start()
+        environment.llm.stall_watch = StallWatch(environment.llm.inflight, settings.request_timeout).start()
         host = environment.host or ""
         if not host and settings.route_table is not None:
             host = settings.route_table.spans[0][2].base_url
@@ -81,12 +84,14 @@ class UsersPlugin:
         if settings.model is None:
             settings.model = self._model(host, settings.headers(False))
         self._use(environment, choose_tokenizer(self._option(environment), settings.model))
-        settings.use_tokenizer(environment.llm_tokenizer.name)
+        settings.use_tokenizer(environment.llm.tokenizer.name)
         if settings.route_table is not None:
             settings.versions = self._versions(environment, settings)
             if isinstance(environment.runner, WorkerRunner):  # joined after the master's fallback
                 apply_fallback(environment, getattr(environment.parsed_options, ROUTE_FALLBACK_OPTION, None))
-        settings.opens_thinking = environment.llm_tokenizer.opens_thinking
+        settings.opens_thinking = environment.llm.tokenizer.opens_thinking
+        if not self._select_dataset(environment, settings):
+            return
         post = json_poster(host, settings.headers(False))
         for chat in (True, False):
             source = settings.source(chat)
@@ -95,15 +100,15 @@ class UsersPlugin:
 
     def _versions(self, environment, settings: RunSettings) -> dict:
         """Each route version's tokenizer (users/versions.py), logged once and kept as
-        ``environment.llm_route_tokenizers`` for the run record."""
+        ``environment.llm.route_tokenizers`` for the run record."""
         headers = settings.headers(False)
         versions = resolve_versions(settings.route_table, settings.route_tokenizers, self._option(environment),
                                     lambda url: self._model(url, headers))  # fmt: skip
-        if environment.__dict__.get("llm_route_tokenizers") is None:
+        if environment.llm.route_tokenizers is None:
             for v, vt in versions.items():
                 log.info("LLM users: version %s counts with %s (%s), sha256 %s, X-Compat-Level %s against %s",
                          v, vt.name, vt.source, vt.hash[:16], vt.compat_level, vt.reference)  # fmt: skip
-        environment.llm_route_tokenizers = {v: vt.record() for v, vt in versions.items()}
+        environment.llm.route_tokenizers = {v: vt.record() for v, vt in versions.items()}
         return versions
 
     def _on_fallback(self, environment, msg, **_kw) -> None:
@@ -116,13 +121,13 @@ class UsersPlugin:
 
     def _use(self, environment, chosen: Chosen) -> None:
         """Say which tokenizer counts (a warning for a fallback) and keep it for the run record."""
-        if environment.__dict__.get("llm_tokenizer") != chosen:
+        if environment.llm.tokenizer != chosen:
             if chosen.warning:
                 log.warning("LLM users: %s", chosen.warning)
             why = {"option": "--tokenizer", "model": f"for the served model {chosen.model!r}",
                    "hub": f"Hugging Face {chosen.model!r}", "fallback": "fallback"}[chosen.source]
             log.info("LLM users: tokenizer %s (%s), sha256 %s", chosen.name, why, chosen.hash[:16])
-        environment.llm_tokenizer = chosen  # the summary's run.tokenizer (telemetry/runrecord.py)
+        environment.llm.tokenizer = chosen  # the summary's run.tokenizer (telemetry/runrecord.py)
 
     def _master_tokenizer(self, environment) -> None:
         """The master runs no users but writes the summary: it makes the same choice as the workers (the same
@@ -146,6 +151,25 @@ class UsersPlugin:
             return
         if settings.route_table is not None:
             self._versions(environment, settings)
+        settings.use_tokenizer(environment.llm.tokenizer.name)
+        self._select_dataset(environment, settings)
+
+    @staticmethod
+    def _select_dataset(environment, settings: RunSettings) -> bool:
+        """Select --dataset's records with the chosen tokenizer (the length filters count with it) and keep the
+        run record's ``dataset`` as ``environment.llm.dataset``; False (the run quits) when none is left."""
+        try:
+            environment.llm.dataset = settings.dataset_record()
+        except ValueError as e:
+            log.error("LLM users: %s", e)
+            if environment.runner is not None:
+                gevent.spawn_later(0, environment.runner.quit)
+            return False
+        if environment.llm.dataset is not None:
+            d = environment.llm.dataset
+            log.info("LLM users: dataset %s (%s, %d records, sha256 %s): %d selected, skipped %s", d["path"],
+                     d["format"], d["records"], d["sha256"][:16], d["selected"], d["skipped"] or "none")  # fmt: skip
+        return True
 
     def _model(self, host: str, headers: dict[str, str]) -> str | None:
         if host not in self._models:
@@ -160,7 +184,7 @@ class UsersPlugin:
 
 def apply_fallback(environment, data: dict | None) -> bool:
     """Move ``data["from"]``'s buckets to ``data["to"]`` in this process's route table; False when nothing moved."""
-    settings = getattr(environment, "llm_users", None)
+    settings = environment.llm.settings
     if settings is None or not isinstance(data, dict):
         return False
     moved = settings.fall_back(str(data.get("from")), str(data.get("to")))
@@ -174,8 +198,9 @@ def install(environment) -> None:
     # gevent's timers count from the loop's cached clock, which has not moved since gevent was imported:
     # without a refresh, Locust's --run-time timer (armed after init) fires early by the import time.
     gevent.get_hub().loop.update_now()
-    try:  # route options that name versions the table lacks: one line and exit 2 at start, as argparse would
+    try:  # route options that name versions the table lacks, a bad dataset record: one line and exit 2 at start
         check_route_options(environment.parsed_options)
+        check_dataset_options(environment.parsed_options)
     except ValueError as e:
         log.error("%s", e)
         sys.exit(2)

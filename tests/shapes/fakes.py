@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from argparse import Namespace
 
+from run.context import RunContext
 from shapes.stage import StageBoard
 
 
@@ -21,7 +22,8 @@ class FakeRunner:
     def __init__(self, **options):
         base = dict(stage_duration="10", stage_warmup="0", spawn_rate=100.0, num_users=4, arrival="poisson",
                     max_concurrency="32", sweep_users=None, length_sweep=None, request_rate=None)
-        self.environment = Namespace(parsed_options=Namespace(**{**base, **options}), llm_stage_board=StageBoard())
+        self.environment = Namespace(parsed_options=Namespace(**{**base, **options}),
+                                     llm=RunContext(stage_board=StageBoard()))
         self.user_count = 0
 
 

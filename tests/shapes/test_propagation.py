@@ -22,11 +22,11 @@ def test_local_rate_stage_creates_pacer_with_full_rate():
     env = _env()
     env.create_local_runner()
     install(env)
-    assert env.llm_pacer is None and env.shape_class is None
-    env.llm_stage_board.set(Stage("rate=8", rate=8.0, users=8))
-    assert env.llm_pacer is not None and env.llm_pacer.rate == 8.0
-    env.llm_stage_board.set(Stage("users=4", users=4))  # closed loop again: pacer paused
-    assert env.llm_pacer.rate is None
+    assert env.llm.pacer is None and env.shape_class is None
+    env.llm.stage_board.set(Stage("rate=8", rate=8.0, users=8))
+    assert env.llm.pacer is not None and env.llm.pacer.rate == 8.0
+    env.llm.stage_board.set(Stage("users=4", users=4))  # closed loop again: pacer paused
+    assert env.llm.pacer.rate is None
 
 
 def test_no_shape_run_is_one_main_stage():
@@ -36,8 +36,8 @@ def test_no_shape_run_is_one_main_stage():
     runner.start(2, 100)
     try:
         assert env.shape_class is None
-        assert wait_until(lambda: env.llm_stage_board.history)
-        assert [s for s, *_ in env.llm_stage_board.history] == [MAIN]
+        assert wait_until(lambda: env.llm.stage_board.history)
+        assert [s for s, *_ in env.llm.stage_board.history] == [MAIN]
     finally:
         runner.quit()
 
@@ -67,12 +67,12 @@ def test_local_sweep_runs_stages_and_stamps_pacer():
     runner = env.create_local_runner()
     install(env)
     runner.start_shape()
-    assert wait_until(lambda: env.llm_stage_board.current.name == "rate=40", timeout=10)
-    assert env.llm_pacer is not None and env.llm_pacer.rate == 40.0
+    assert wait_until(lambda: env.llm.stage_board.current.name == "rate=40", timeout=10)
+    assert env.llm.pacer is not None and env.llm.pacer.rate == 40.0
     runner.shape_greenlet.join(timeout=10)
-    names = [s.name for s, *_ in env.llm_stage_board.history]
+    names = [s.name for s, *_ in env.llm.stage_board.history]
     assert names == ["warmup rate=20", "rate=20", "rate=40"]
-    assert env.llm_pacer is None  # test stopped: closed loop again
+    assert env.llm.pacer is None  # test stopped: closed loop again
     runner.quit()
 
 
@@ -101,11 +101,11 @@ def test_master_sends_stage_and_worker_share(cluster):
     master_env, add_worker, _ = cluster
     w1, w2 = add_worker(), add_worker()
     assert wait_until(lambda: master_env.runner.worker_count == 2)
-    master_env.llm_stage_board.set(Stage("rate=12", rate=12.0, users=4))
-    assert wait_until(lambda: w1.llm_stage_board.current.name == w2.llm_stage_board.current.name == "rate=12")
-    assert w1.llm_pacer.rate == pytest.approx(6.0) and w2.llm_pacer.rate == pytest.approx(6.0)
+    master_env.llm.stage_board.set(Stage("rate=12", rate=12.0, users=4))
+    assert wait_until(lambda: w1.llm.stage_board.current.name == w2.llm.stage_board.current.name == "rate=12")
+    assert w1.llm.pacer.rate == pytest.approx(6.0) and w2.llm.pacer.rate == pytest.approx(6.0)
     assert getattr(master_env.parsed_options, OPTION_KEY)["workers"] == 2
-    assert master_env.llm_pacer is None  # no users on the master
+    assert master_env.llm.pacer is None  # no users on the master
 
 
 def test_late_worker_gets_current_stage_and_shares_update(cluster):
@@ -113,13 +113,13 @@ def test_late_worker_gets_current_stage_and_shares_update(cluster):
     w1 = add_worker()
     assert wait_until(lambda: master_env.runner.worker_count == 1)
     master_env.runner.start(4, 100)  # a run is going on
-    master_env.llm_stage_board.set(Stage("rate=12", rate=12.0, users=4))
-    assert wait_until(lambda: w1.llm_pacer is not None and w1.llm_pacer.rate == pytest.approx(12.0))
+    master_env.llm.stage_board.set(Stage("rate=12", rate=12.0, users=4))
+    assert wait_until(lambda: w1.llm.pacer is not None and w1.llm.pacer.rate == pytest.approx(12.0))
     w2 = add_worker()  # joins mid-run; Locust moves half of the users to it
     assert wait_until(lambda: w2.runner.user_count == 2, timeout=10)
-    assert w2.llm_stage_board.current.name == "rate=12"
-    assert wait_until(lambda: w1.llm_pacer.rate == pytest.approx(6.0) and w2.llm_pacer is not None
-                 and w2.llm_pacer.rate == pytest.approx(6.0), timeout=10)
+    assert w2.llm.stage_board.current.name == "rate=12"
+    assert wait_until(lambda: w1.llm.pacer.rate == pytest.approx(6.0) and w2.llm.pacer is not None
+                 and w2.llm.pacer.rate == pytest.approx(6.0), timeout=10)
 
 
 def test_worker_without_users_does_not_take_a_share(cluster):
@@ -131,6 +131,6 @@ def test_worker_without_users_does_not_take_a_share(cluster):
     # the master learns each worker's state and user count from heartbeats (was a 1.5 s sleep)
     clients = master_env.runner.clients
     assert wait_until(lambda: sum(1 for c in clients.running + clients.spawning if c.user_count > 0) == 1)
-    master_env.llm_stage_board.set(Stage("rate=12", rate=12.0, users=1))
+    master_env.llm.stage_board.set(Stage("rate=12", rate=12.0, users=1))
     busy = w1 if w1.runner.user_count else w2
-    assert wait_until(lambda: busy.llm_pacer is not None and busy.llm_pacer.rate == pytest.approx(12.0), timeout=10)
+    assert wait_until(lambda: busy.llm.pacer is not None and busy.llm.pacer.rate == pytest.approx(12.0), timeout=10)

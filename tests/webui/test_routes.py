@@ -16,7 +16,7 @@ from tests.telemetry.synthetic import make_result
 from webui.plugin import install
 
 ROOT = Path(__file__).resolve().parents[2]
-ROUTES = {"/llm/metrics", "/llm/report", "/llm/live", "/llm/live.csv"}
+ROUTES = {"/llm/metrics", "/llm/report", "/llm/live", "/llm/live.csv", "/llm/form.js"}
 
 
 @pytest.fixture
@@ -31,7 +31,7 @@ def env(monkeypatch):
     install_shapes(environment)
     role = install_telemetry(environment)
     install_report(environment)
-    environment.llm_test_role = role
+    environment.routes_test_role = role
     yield environment
     role.close()
     environment.runner.quit()
@@ -47,13 +47,15 @@ def test_telemetry_and_shapes_add_no_route_webui_adds_them_all(env):
     install(env)
     assert ROUTES <= _rules(env)
     hooks = [f.__qualname__ for f in env.web_ui.app.before_request_funcs[None]]
-    # a blank secret field is dropped first (the start key stays), then the form is read, then empty fields dropped
-    assert hooks == ["_keep_blank_secrets", "ShapeFormHook.before_request", "LLMTab._drop_empty_unset_options"]
+    # the option names Locust's page mangles are put back first, then a blank secret field is dropped (the start key
+    # stays), then the form is read, then empty fields dropped
+    assert hooks == ["install.<locals>.restore_option_names", "_keep_blank_secrets", "ShapeFormHook.before_request",
+                     "LLMTab._drop_empty_unset_options"]
 
 
 def test_metrics_and_report_read_the_live_run(env):
     install(env)
-    role = env.llm_test_role
+    role = env.routes_test_role
     role.on_test_start()
     for _ in range(3):
         fire(env, make_result(ttft=0.2))
