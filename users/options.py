@@ -11,6 +11,7 @@ travel to workers and through the web UI as text and are parsed again in ``test_
 from __future__ import annotations
 
 import argparse
+import secrets
 from pathlib import Path
 
 from workload.argtypes import length_spec, non_negative_int, positive_int, seconds, seed
@@ -25,7 +26,7 @@ from workload.datasets import (
 from workload.fallback import FallbackRule
 from workload.prompts import SYNTHETIC_TEXTS
 from workload.routing import ROUTE_TABLE_FORM, ROUTE_TOKENIZERS_FORM, RouteTable, parse_route_tokenizers
-from workload.tokenizers import AUTO, DEFAULT_TOKENIZER, MODEL_TOKENIZERS, TokenizerNotFound, load_tokenizer
+from workload.tokenizers import AUTO, DEFAULT_TOKENIZER, NAMES, TokenizerNotFound, load_tokenizer
 
 INPUT_LEN_DEFAULT = "fixed:512"
 """--input-len: the seed's 512 tokens in."""
@@ -39,6 +40,13 @@ REQUEST_TIMEOUT_DEFAULT = 300.0
 """--request-timeout: seconds without a byte before a request fails as 'timeout'."""
 SEED_DEFAULT = 0
 """--seed: each worker draws with seed + worker index."""
+PROMPT_SALT_DEFAULT = "run"
+"""--prompt-salt: a fresh salt each run, so no run's prompt texts repeat an earlier run's."""
+PROMPT_SALT_NONE = "none"
+"""--prompt-salt none: the texts --seed alone draws, the same in every run (a warm prefix cache, on purpose)."""
+RESOLVED_SALT = "llm_prompt_salt"
+"""The attribute of the parsed options holding the salt this run uses (an int, or None for ``none``): set on the
+master (or local runner) at test start, shipped to the workers with the options, recorded in the run record."""
 SHARED_PREFIX_LEN_DEFAULT = 0
 """--shared-prefix-len: no shared system prompt."""
 PREFIX_GROUPS_DEFAULT = 1
@@ -65,6 +73,23 @@ SYNTHETIC_TEXT_DEFAULT = "natural"
 pool words to the exact count."""
 DATASET_SAMPLE_DEFAULT = 0
 """--dataset-sample: every record."""
+
+
+def prompt_salt(value: str) -> str:
+    """--prompt-salt: ``run``, ``none`` or a salt (an integer >= 0, e.g. a run record's ``prompt_salt``)."""
+    text = str(value).strip().lower()
+    if text in (PROMPT_SALT_DEFAULT, PROMPT_SALT_NONE) or (text.isdigit() and int(text) < 2**63):
+        return text
+    raise argparse.ArgumentTypeError(f"bad --prompt-salt {value!r}; expected {PROMPT_SALT_DEFAULT} (a fresh salt "
+                                     f"each run), {PROMPT_SALT_NONE} (the same texts every run) or an integer >= 0")
+
+
+def resolve_prompt_salt(value: object) -> int | None:
+    """The salt a run uses: a fresh random one for ``run``, None for ``none``, else the integer given."""
+    text = prompt_salt(str(value if value is not None else PROMPT_SALT_DEFAULT))
+    if text == PROMPT_SALT_DEFAULT:
+        return secrets.randbits(62)
+    return None if text == PROMPT_SALT_NONE else int(text)
 
 
 def tokenizer_name(value: str) -> str:
@@ -321,7 +346,7 @@ def add_arguments(parser) -> None:
         help=f"Tokenizer for prompts and counts: {AUTO} (default: the served model's, e.g. DeepSeek-V2-Lite -> "
         f"deepseek-v2; {DEFAULT_TOKENIZER} with a warning for an unknown model), a path to tokenizer.json or a "
         f"model folder, a Hugging Face id (loaded by transformers; the hub only without HF_HUB_OFFLINE=1) or one "
-        f"of {', '.join(sorted({DEFAULT_TOKENIZER, *(n for _p, n in MODEL_TOKENIZERS)}))}",
+        f"of {', '.join(NAMES)}",
     )
     add(
         "--prompt-file",
@@ -415,7 +440,18 @@ def add_arguments(parser) -> None:
         type=seed,
         default=SEED_DEFAULT,
         env_var="LOCUST_SEED",
-        help="Random seed; each worker uses seed + worker index",
+        help="Random seed; each worker uses seed + worker index. It fixes the lengths and the draw; the prompt "
+        "texts also take --prompt-salt",
+    )
+    add(
+        "--prompt-salt",
+        type=prompt_salt,
+        default=PROMPT_SALT_DEFAULT,
+        env_var="LOCUST_PROMPT_SALT",
+        help=f"What makes the prompt texts this run's own: {PROMPT_SALT_DEFAULT} (default) a fresh random salt, so "
+        "a repeat run against the same server finds none of the last run's prompts in its prefix cache; "
+        f"{PROMPT_SALT_NONE}: the texts --seed alone draws, the same every run (a warm-cache repeat, on purpose); or "
+        "an integer to redo a run's texts (its run record's prompt_salt)",
     )
     add(
         "--align-prompts",

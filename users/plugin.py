@@ -22,13 +22,19 @@ from run.context import attach
 from users.align import check
 from users.budget import install as install_budget
 from users.inflight import Inflight
-from users.options import check_dataset_options, check_route_options, route_tokenizers_from
-from users.server_info import ServerUnreachable, first_model, json_poster
+from users.options import (
+    RESOLVED_SALT,
+    check_dataset_options,
+    check_route_options,
+    resolve_prompt_salt,
+    route_tokenizers_from,
+)
+from users.server_info import ServerUnreachable, first_model, json_poster, unreachable
 from users.settings import RunSettings
 from users.versions import resolve_versions
 from users.watchdog import StallWatch
 from workload.prompts import SyntheticPrompts
-from workload.routing import ROUTE_FALLBACK_MESSAGE, ROUTE_FALLBACK_OPTION
+from workload.routing import ROUTE_FALLBACK_MESSAGE, ROUTE_FALLBACK_OPTION, RouteTable
 from workload.tokenizers import AUTO, Chosen, choose_tokenizer
 
 log = logging.getLogger(__name__)
@@ -58,6 +64,10 @@ class UsersPlugin:
             self.environment.llm.stall_watch = None
 
     def _on_test_start(self, environment, **_kw) -> None:
+        if not isinstance(environment.runner, WorkerRunner) and environment.parsed_options is not None:
+            # one salt per run, drawn where the run starts; workers get it with the options Locust ships them
+            salt = resolve_prompt_salt(getattr(environment.parsed_options, "prompt_salt", None))
+            setattr(environment.parsed_options, RESOLVED_SALT, salt)
         if isinstance(environment.runner, MasterRunner):
             self._master_tokenizer(environment)
             return
@@ -204,8 +214,27 @@ def install(environment) -> None:
     except ValueError as e:
         log.error("%s", e)
         sys.exit(2)
+    if not isinstance(environment.runner, WorkerRunner) and _starts_now(environment.parsed_options):
+        for url in _servers(environment):  # a server that is not there: one line and exit 2, not a failure storm
+            if (why := unreachable(url)) is not None:
+                log.error("LLM users: %s: %s", url, why)
+                sys.exit(2)
     UsersPlugin(environment).register()
     install_budget(environment)
+
+
+def _starts_now(options) -> bool:
+    """A run that starts without the web form (--headless, --autostart): its host is known at init."""
+    return options is not None and bool(getattr(options, "headless", False) or getattr(options, "autostart", False))
+
+
+def _servers(environment) -> list[str]:
+    """The base URLs requests go to: --host, and each backend of --route-table."""
+    urls = [environment.host] if environment.host else []
+    table = getattr(environment.parsed_options, "route_table", None)
+    if table:
+        urls += [span[2].base_url for span in RouteTable.parse(str(table)).spans]
+    return list(dict.fromkeys(urls))
 
 
 def _prime_inspect() -> None:

@@ -27,6 +27,7 @@ from users.options import (
     OUTPUT_LEN_DEFAULT,
     PREFIX_GROUPS_DEFAULT,
     REQUEST_TIMEOUT_DEFAULT,
+    RESOLVED_SALT,
     SEED_DEFAULT,
     SHARED_PREFIX_LEN_DEFAULT,
     SYNTHETIC_TEXT_DEFAULT,
@@ -102,6 +103,12 @@ class RunSettings:
     """Processes sharing the dataset (a worker: the master's --expect-workers); each replays a disjoint share."""
     _selection: Selection | None = field(default=None, repr=False)
     _next_dialog: int = field(default=0, repr=False)
+    salt: int | None = None
+    """The run's prompt salt (``--prompt-salt``, resolved once on the master): it enters every text's draw — the
+    words, the shared system prompt, a trace's blocks — never the lengths or any other draw. None: the texts
+    ``--seed`` alone draws."""
+    text_rng: np.random.Generator | None = field(default=None, repr=False)
+    """Draws the words of the prompts; ``rng`` itself when there is no salt (the texts of ``--seed`` alone)."""
     _users: int = field(default=0, repr=False)
     _prefixes: dict[int, str] = field(default_factory=dict, repr=False)
     _sources: dict[tuple[str, bool], SyntheticPrompts | FilePrompts] = field(default_factory=dict, repr=False)
@@ -153,7 +160,16 @@ class RunSettings:
             dataset_input_len=parse_length_range(str(get("dataset_input_len", ""))),
             dataset_output_len=parse_length_range(str(get("dataset_output_len", ""))),
             workers=max(1, int(workers)),
+            salt=None if (salt := get(RESOLVED_SALT, None)) is None else int(salt),  # type: ignore[call-overload]
         )
+
+    def __post_init__(self) -> None:
+        if self.text_rng is None:
+            self.text_rng = self.rng if self.salt is None else np.random.default_rng(self._salted(self.worker_index))
+
+    def _salted(self, *keys: int) -> list[int]:
+        """The entropy of a text draw: ``--seed``, the draw's own keys, then the run's salt when it has one."""
+        return [self.seed, *keys, *(() if self.salt is None else (self.salt,))]
 
     def next_group(self) -> int:
         """The prefix group of the next user started in this process: users are spread over the groups in
@@ -172,13 +188,13 @@ class RunSettings:
             key = (tokenizer, group)
             if key not in self._prefix_texts:
                 words = SyntheticPrompts(load_tokenizer(tokenizer), chat=False)
-                self._prefix_texts[key] = words.words(np.random.default_rng([self.seed, 0x5E7F1C, group]),
+                self._prefix_texts[key] = words.words(np.random.default_rng(self._salted(0x5E7F1C, group)),
                                                       self.shared_prefix_len)  # fmt: skip
             return self._prefix_texts[key]
         text = self._prefixes.get(group)
         if text is None:
             words = SyntheticPrompts(self.tokenizer, chat=False)
-            rng = np.random.default_rng([self.seed, 0x5E7F1C, group])
+            rng = np.random.default_rng(self._salted(0x5E7F1C, group))
             text = self._prefixes[group] = words.words(rng, self.shared_prefix_len)
         return text
 
@@ -225,7 +241,10 @@ class RunSettings:
         return dist
 
     def prompt(self, chat: bool, spec: str | None = None, tokenizer: str | None = None) -> Prompt:
-        return self.source(chat, tokenizer).build(self.rng, self.length_dist(spec).sample(self.rng))
+        """A prompt of a length drawn from ``rng``; synthetic words come from ``text_rng`` (a file's record is a
+        draw, from ``rng``)."""
+        source, n = self.source(chat, tokenizer), self.length_dist(spec).sample(self.rng)
+        return source.build(self.text_rng if isinstance(source, SyntheticPrompts) else self.rng, n)  # type: ignore[arg-type]
 
     def tokenizer_of(self, version: str | None) -> str:
         """The tokenizer a route version's prompts are cut and counted with."""
@@ -256,9 +275,9 @@ class RunSettings:
         """The prompt of a trace line (``--trace``): its hash ids' blocks, the same bytes in every process."""
         blocks = self._blocks.get(chat)
         if blocks is None:
-            blocks = self._blocks[chat] = BlockPrompts(self.tokenizer, chat, self.seed,
+            blocks = self._blocks[chat] = BlockPrompts(self.tokenizer, chat, self.seed, salt=self.salt,
                                                        render=chat_renderer(self.tokenizer_name))  # fmt: skip
-        return blocks.build(record, self.rng)
+        return blocks.build(record, self.text_rng)  # type: ignore[arg-type]
 
     # --- --dataset: the conversations this process replays -------------------------------------------------
 

@@ -52,6 +52,7 @@ LAYOUT: dict[str, tuple[str, str]] = {
     "dataset_output_len": ("workload", "Dataset answer length filter (tokens)"),
     "batch_size": ("workload", "Prompts per batch request"),
     "seed": ("workload", "Random seed"),
+    "prompt_salt": ("workload", "Prompt salt (run: fresh texts each run; none: the same every run)"),
     "align_prompts": ("workload", "Align prompts to the server's token count"),
     "shared_prefix_len": ("workload", "Shared prefix length (tokens)"),
     "prefix_groups": ("workload", "Shared prefix groups"),

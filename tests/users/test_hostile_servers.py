@@ -94,10 +94,9 @@ def test_server_restarted_mid_run_connection_refused_then_back(tmp_path) -> None
                        "--only-summary", "--prometheus-port", "0", "--server-metrics-url", "off",
                        "--llm-summary-json", str(summary), *args],
                       name="locust", env={"LLM_TEST_RESULTS": str(results)})  # fmt: skip
-        deadline = time.monotonic() + 30  # the run under way: a few requests served (was a 2.5 s sleep)
-        while _stats(host)["requests"] < 2 and time.monotonic() < deadline:
-            time.sleep(0.2)
-        before = _stats(host)["requests"]
+        deadline = time.monotonic() + 60
+        while (before := _stats(host)["requests"]) < 4 and time.monotonic() < deadline:  # the run is going
+            time.sleep(0.1)
         first.signal(signal.SIGKILL)
         first.popen.wait(5)
         time.sleep(1.5)  # the scenario: down for 1.5 s (above the 1 s request timeout), every request refused
