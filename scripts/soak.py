@@ -6,7 +6,7 @@ than 20 MB, its open fds or greenlets grow, or a request is unaccounted for (the
 the requests the server received). Writes results/soak-<N>m.json (samples per process, figures, verdict).
 
     python -m scripts.soak --minutes 30      # make soak
-    python -m scripts.soak --minutes 3       # the variant in make test (tests/test_soak.py)
+    python -m scripts.soak --minutes 1 --sample-s 4   # the variant in make test (tests/test_soak.py)
 """
 
 from __future__ import annotations
@@ -70,6 +70,7 @@ def judge(samples: list[dict], duration_s: float) -> tuple[dict, list[str]]:
         base, last = steady[0], steady[-1]
         f = {
             "samples": len(rows),
+            "judged": len(steady),
             "rss_mb": [base["rss_mb"], max(r["rss_mb"] for r in steady)],
             "rss_growth_mb": round(max(r["rss_mb"] for r in steady) - base["rss_mb"], 2),
             "fds": [base["fds"], last["fds"]],

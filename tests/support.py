@@ -97,3 +97,56 @@ def wait_http(url: str, timeout: float = 30.0, proc: Proc | None = None) -> None
             last = e
         time.sleep(0.2)
     raise AssertionError(f"{url} not ready after {timeout}s ({last})" + (f"\n{proc.output()}" if proc else ""))
+
+
+def wait_until(cond, timeout: float = 5.0, interval: float = 0.05) -> bool:
+    """Poll ``cond()`` until it is true (True) or ``timeout`` seconds pass (False), yielding to gevent between tries:
+    in-process Locust runners (greenlets) make progress while a test waits for them."""
+    import gevent  # noqa: PLC0415  (only the in-process runner tests need it)
+
+    deadline = time.monotonic() + timeout
+    while not cond():
+        if time.monotonic() > deadline:
+            return False
+        gevent.sleep(interval)
+    return True
+
+
+def start_sim(*flags: str, profile: str = "cpu-tiny", port: int | None = None, timeout: float = 60.0,
+              prefix: tuple[str, ...] = ()) -> tuple[Proc, str]:  # fmt: skip
+    """A simulator (``server.sim``) on 127.0.0.1, healthy, and its base URL; the caller stops it (``with proc:``).
+    ``prefix`` runs it under a command (e.g. a higher priority)."""
+    port = port or free_port()
+    proc = Proc([*prefix, PY, "-m", "server.sim", "--host", "127.0.0.1", "--port", str(port), "--profile", profile,
+                 *flags], name="sim")  # fmt: skip
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_http(f"{url}/health", timeout=timeout, proc=proc)
+    except BaseException:
+        proc.stop()
+        raise
+    return proc, url
+
+
+def http_get(url: str, data: bytes | None = None, timeout: float = 10.0) -> bytes:
+    """The body of a GET (a POST when ``data`` is given); an HTTP error status raises."""
+    req = urllib.request.Request(url, data=data, method="POST" if data is not None else "GET")
+    with urllib.request.urlopen(req, timeout=timeout) as r:
+        return r.read()
+
+
+def get_json(url: str, data: bytes | None = None, timeout: float = 10.0):
+    import json  # noqa: PLC0415
+
+    return json.loads(http_get(url, data, timeout))
+
+
+def prometheus_config(path: Path, jobs: dict[str, int | list[int]], interval: str = "1s") -> Path:
+    """A Prometheus config at ``path`` scraping 127.0.0.1:port of each job every ``interval`` (rules evaluated as
+    often)."""
+    lines = ["global:", f"  scrape_interval: {interval}", f"  evaluation_interval: {interval}", "scrape_configs:"]
+    for job, ports in jobs.items():
+        targets = ", ".join(f"'127.0.0.1:{p}'" for p in ([ports] if isinstance(ports, int) else ports))
+        lines += [f"  - job_name: {job}", f"    static_configs: [{{targets: [{targets}]}}]"]
+    path.write_text("\n".join(lines) + "\n")
+    return path

@@ -9,11 +9,14 @@ import subprocess
 import sysconfig
 from pathlib import Path
 
+import pytest
+
 from deepseek_locust_help import PTH_LINE, boot, locustfiles
 from scripts.options_table import project_options
 from tests.support import LOCUST, ROOT
 
 
+@pytest.mark.slow
 def test_locust_help_lists_every_project_option():
     pth = Path(sysconfig.get_paths()["purelib"]) / "deepseek_locust.pth"
     assert PTH_LINE in pth.read_text().splitlines(), f"{pth} lacks the help line: run make install"

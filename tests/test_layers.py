@@ -211,3 +211,14 @@ def test_no_loose_environment_attributes():
     wrong = [f"{path.relative_to(ROOT)}:{line}: {what}"
              for path in files for line, what in loose_context_uses(path.read_text(encoding="utf-8"))]
     assert wrong == [], "use the run context's field (environment.llm.<field>, run/context.py)"
+
+
+def test_no_test_module_imports_another_test_modules_helpers():
+    """Shared test helpers live in helper modules (tests/support.py, tests/*/helpers.py, fakes, runners), never in a
+    test module that another one imports: a test file is read on its own."""
+    offenders = []
+    for path in sorted((ROOT / "tests").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[-1].startswith("test_"):
+                offenders.append(f"{path.relative_to(ROOT)} imports {node.module}")
+    assert offenders == []

@@ -7,8 +7,12 @@ import json
 import os
 import subprocess
 
+import pytest
+
 from tests.support import LOCUST, ROOT, Proc
 from tests.users.e2e import scripted
+
+pytestmark = pytest.mark.slow  # every test here starts a real process
 
 OWN = '''
 import deepseek_locust  # noqa: F401

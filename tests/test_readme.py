@@ -19,6 +19,7 @@ def test_quick_start_has_exactly_the_two_commands():
     assert commands == ["make run", "make test"]
 
 
+@pytest.mark.slow
 def test_options_table_lists_every_registered_option():
     # A separate process: importing locustfile.py registers a global parser listener.
     table = subprocess.run(

@@ -15,13 +15,15 @@ import json
 import numpy as np
 import pytest
 
-from tests.contract.test_vllm_transcripts import _exchange, cut
+from server.sim.api import REASONING_FIELDS
+from tests.contract.replay import cut, exchange_transcript
 from tests.fixtures.sse import load_transcript, names, whole_names
 from tests.server.sim.helpers import post, running_sim, sse_events
 from users.adapters.base import WholeAnswer
 from users.adapters.openai import OPENAI
 from users.sse import SSEParser
 from users.tally import StreamTally
+from workload.tokenizers import load_tokenizer
 
 STREAMED = load_transcript("reasoning_chat_continuous")
 WHOLE = load_transcript("reasoning_chat_whole")
@@ -71,7 +73,7 @@ def test_recorded_reasoning_stream_is_all_reasoning(seed: int):
 
 
 def test_client_result_from_the_recorded_reasoning_stream():
-    r = _exchange(STREAMED)
+    r = exchange_transcript(STREAMED)
     assert r.ok, r.error_message
     assert r.output_tokens == r.reasoning_tokens == 24 and r.answer_tokens == 0
     assert r.t_reasoning == r.chunk_times[0] and r.ttfa_s is None and r.thinking_s is None
@@ -81,6 +83,7 @@ def test_recorded_whole_answer_is_all_reasoning():
     assert OPENAI.parse_whole(WHOLE.body, None) == WholeAnswer(24, 16, "usage", 24, "length")
 
 
+@pytest.mark.slow
 def test_simulator_speaks_the_recorded_reasoning_format():
     req = STREAMED.meta["request"]
     with running_sim("--time-scale", "50", "--reasoning", "fixed:1000", "--reasoning-field", "reasoning",
@@ -96,3 +99,21 @@ def test_simulator_speaks_the_recorded_reasoning_format():
     assert msg["content"] is rec["content"] is None and msg["reasoning"] and rec["reasoning"]
     assert OPENAI.parse_whole(w_raw, None) == WholeAnswer(24, json.loads(w_raw)["usage"]["prompt_tokens"], "usage", 24,
                                                     "length")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("field", REASONING_FIELDS)
+def test_simulator_thinking_reads_back_as_reasoning_then_answer_in_every_wire_form(field):
+    """Each ``--reasoning-field`` form the simulator speaks (a parser's field, or ``<think>`` tags in the content),
+    thinking 200 of 216 tokens, is read back by the users' tally as 200 reasoning tokens and then the answer — the
+    per-form part of the reasoning end-to-end run (tests/users/test_served_model_e2e.py runs one form whole)."""
+    model, tok = "deepseek-ai/DeepSeek-R1", load_tokenizer("deepseek-r1")
+    req = {"model": model, "messages": [{"role": "user", "content": "hi"}], "max_tokens": 216, "ignore_eos": True,
+           "stream": True, "stream_options": {"include_usage": True, "continuous_usage_stats": True}}
+    with running_sim("--time-scale", "50", "--served-model-name", model, "--tokenizer", "deepseek-r1",
+                     "--reasoning", "fixed:200", "--reasoning-field", field) as sim:  # fmt: skip
+        status, _h, raw = post(sim.port, "/v1/chat/completions", req)
+    assert status == 200, raw[:300]
+    t = _tally(raw, 0)
+    assert t.output_tokens == 216 and t.t_reason is not None and t.t_answer is not None and t.t_reason < t.t_answer
+    assert t.reasoning_tokens(lambda s: len(tok.encode(s, add_special_tokens=False).ids)) == 200

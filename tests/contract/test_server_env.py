@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from telemetry.runrecord import CACHE_LABELS, parse_cache_config, read_server_env
@@ -30,6 +31,7 @@ def test_the_recording_is_of_vllm_0_32():
     assert set(CACHE_LABELS) <= set(_labels(REAL_CACHE))
 
 
+@pytest.mark.slow
 def test_simulator_answers_like_the_real_engine():
     with running_sim("--block-size", "64", "--num-gpu-blocks", "300") as proc:
         status, body = get(proc.port, "/version")

@@ -16,13 +16,11 @@ classifier below, written from the README's definition of a token-bearing chunk.
 from __future__ import annotations
 
 import json
-import socket
-import threading
-import time
 
 import numpy as np
 import pytest
 
+from tests.contract.replay import ReplayServer, cut, exchange_transcript  # noqa: F401
 from tests.fixtures.sse import Transcript, load_transcript, names
 from users.sse import SSEParser
 from users.tally import StreamTally
@@ -70,15 +68,6 @@ def reference_tokens(t: Transcript) -> list[int]:
             k = 1 if text else 0
         out.append(k)
     return out
-
-
-def cut(body: bytes, rng: np.random.Generator, lo: int = 1, hi: int = 7) -> list[bytes]:
-    pieces, i = [], 0
-    while i < len(body):
-        n = int(rng.integers(lo, hi + 1))
-        pieces.append(body[i : i + n])
-        i += n
-    return pieces
 
 
 def replay(pieces: list[bytes]) -> tuple[list[bytes], StreamTally]:
@@ -172,74 +161,10 @@ def test_error_bodies_are_not_events(name: str):
 # --- 2. wire replay through the real client ------------------------------------------------------
 
 
-class ReplayServer:
-    """Answers every POST with a recorded status and body, written as chunked transfer encoding in
-    small pieces with pauses, so the client sees events (and UTF-8 characters) split across reads."""
-
-    def __init__(self, t: Transcript, seed: int = 0):
-        self.t, self.rng = t, np.random.default_rng(seed)
-        self.sock = socket.create_server(("127.0.0.1", 0))
-        self.port = self.sock.getsockname()[1]
-        self.requests: list[bytes] = []
-        self.thread = threading.Thread(target=self._serve, daemon=True)
-        self.thread.start()
-
-    def _serve(self) -> None:
-        conn, _ = self.sock.accept()
-        with conn:
-            conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            self.requests.append(_read_request(conn))
-            status, ctype = self.t.meta["status"], self.t.meta["content_type"]
-            conn.sendall(f"HTTP/1.1 {status} X\r\ncontent-type: {ctype}\r\ntransfer-encoding: chunked\r\n\r\n".encode())
-            for piece in cut(self.t.body, self.rng, 1, 90):
-                conn.sendall(b"%x\r\n%s\r\n" % (len(piece), piece))
-                time.sleep(0.0005)
-            conn.sendall(b"0\r\n\r\n")
-
-    def close(self) -> None:
-        self.sock.close()
-        self.thread.join(timeout=5)
-
-
-def _read_request(conn: socket.socket) -> bytes:
-    data = b""
-    while b"\r\n\r\n" not in data:
-        data += conn.recv(65536)
-    head, _, body = data.partition(b"\r\n\r\n")
-    length = next(int(h.split(b":")[1]) for h in head.split(b"\r\n") if h.lower().startswith(b"content-length"))
-    while len(body) < length:
-        body += conn.recv(65536)
-    return body
-
-
-def _exchange(t: Transcript, count_text=None):
-    from geventhttpclient import HTTPClient
-
-    from users.client import Call, exchange
-    from users.result import RequestMeta
-
-    server = ReplayServer(t)
-    http = HTTPClient("127.0.0.1", server.port, network_timeout=10, connection_timeout=5)
-    request = t.meta["request"]
-    call = Call(
-        path=t.meta["path"],
-        body=json.dumps(request).encode(),
-        headers={"Content-Type": "application/json"},
-        meta=RequestMeta(max_tokens=request["max_tokens"], user_class="Replay", name=f"POST {t.meta['path']} [stream]"),
-        stream=True,
-        prompt_tokens_client=0,
-    )
-    try:
-        return exchange(http, call, count_text=count_text)
-    finally:
-        http.close()
-        server.close()
-
-
 @pytest.mark.parametrize("name", [n for n in STREAMS if load_transcript(n).usage is not None])
 def test_client_result_from_recorded_stream(name: str):
     t = load_transcript(name)
-    r = _exchange(t)
+    r = exchange_transcript(t)
     assert r.ok, r.error_message
     assert r.token_source == "usage"
     assert r.output_tokens == t.usage["completion_tokens"]
@@ -252,7 +177,7 @@ def test_client_result_from_recorded_stream(name: str):
 def test_client_counts_with_the_tokenizer_when_no_usage_is_sent():
     t = load_transcript("chat_no_usage")
     tok = load_tokenizer()
-    r = _exchange(t, count_text=lambda s: len(tok.encode(s, add_special_tokens=False).ids))
+    r = exchange_transcript(t, count_text=lambda s: len(tok.encode(s, add_special_tokens=False).ids))
     assert r.ok, r.error_message
     assert r.token_source == "tokenizer"
     text = "".join(_text(p) for p in t.payloads if p != b"[DONE]")
@@ -262,7 +187,7 @@ def test_client_counts_with_the_tokenizer_when_no_usage_is_sent():
 @pytest.mark.parametrize("name", ERRORS)
 def test_client_reports_recorded_errors_as_4xx_with_the_server_message(name: str):
     t = load_transcript(name)
-    r = _exchange(t)
+    r = exchange_transcript(t)
     assert not r.ok
     assert r.error_kind == "http_4xx"
     assert str(t.meta["status"]) in r.error_message

@@ -8,6 +8,8 @@ import yaml
 
 from tests.deploy.compose import COMPOSE_FILE, PROFILES, active_services, command, config, option, rendered
 
+pytestmark = pytest.mark.slow  # every test here starts a real process
+
 COMMON = {"prometheus", "grafana", "locust-master", "locust-worker"}
 
 

@@ -16,7 +16,7 @@ import pytest
 
 from tests.deploy.promql import concrete, dashboard_queries, query
 from tests.requires import require_tool
-from tests.support import PY, Proc, free_port, wait_http
+from tests.support import PY, Proc, free_port, prometheus_config, wait_http
 
 pytestmark = pytest.mark.slow
 
@@ -48,7 +48,7 @@ http.server.HTTPServer(("127.0.0.1", int(sys.argv[1])), H).serve_forever()
 OURS = """
 import sys
 from server import gpu_exporter
-from tests.server.test_gpu_exporter import FakeNvml
+from tests.server.fakes import FakeNvml
 sys.exit(gpu_exporter.main(["--port", sys.argv[1]], nvml=FakeNvml()))
 """
 MIB = 1048576
@@ -69,11 +69,7 @@ def _values(base: str, expr: str) -> dict[str, float]:
 def test_gpu_panels_read_our_exporter_or_dcgm(tmp_path):
     prom_exe = require_tool("prometheus", "prometheus")
     ours, dcgm, prom_port = free_port(), free_port(), free_port()
-    (tmp_path / "prometheus.yml").write_text(
-        "global:\n  scrape_interval: 1s\nscrape_configs:\n"
-        f"  - job_name: gpu\n    static_configs: [{{targets: ['127.0.0.1:{ours}']}}]\n"
-        f"  - job_name: dcgm\n    static_configs: [{{targets: ['127.0.0.1:{dcgm}']}}]\n"
-    )
+    prometheus_config(tmp_path / "prometheus.yml", {"gpu": ours, "dcgm": dcgm})
     (tmp_path / "dcgm.prom").write_text(DCGM_TEXT)
     with (
         Proc([PY, "-c", OURS, str(ours)], name="gpu-exporter") as gpu,

@@ -9,6 +9,8 @@ import fnmatch
 import re
 import subprocess
 
+import pytest
+
 from tests.deploy.compose import command, option, rendered
 from tests.support import ROOT
 
@@ -73,6 +75,7 @@ def test_runtime_install_leaves_out_only_unused_tools():
         assert not used, f"{src.relative_to(ROOT)} imports {used}, which the image does not install"
 
 
+@pytest.mark.slow
 def test_image_is_pinned_and_exposes_the_compose_ports():
     assert re.search(r"^FROM python:3\.11-slim\b", DOCKERFILE, re.M)
     exposed = {int(p) for line in re.findall(r"^EXPOSE (.+)$", DOCKERFILE, re.M) for p in line.split()}

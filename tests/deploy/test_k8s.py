@@ -101,6 +101,7 @@ def test_services_reach_named_container_ports(files):
             assert port["targetPort"] in names, (svc["metadata"]["name"], port)
 
 
+@pytest.mark.slow
 def test_locust_commands_match_the_compose_file():
     cfg = rendered("gpu")
     # compose passes the server with --host; Kubernetes takes it from the ConfigMap (LOCUST_HOST)
@@ -189,6 +190,7 @@ def render(tmp_path_factory):
     return lambda variant: _rendered_variant(variant, tmp)
 
 
+@pytest.mark.slow
 def test_kustomize_renders_the_base_and_every_variant(render):
     base = render("base")
     assert {(o["kind"], o["metadata"]["name"]) for o in base} == {
@@ -208,6 +210,7 @@ def test_kustomize_renders_the_base_and_every_variant(render):
     assert "deepseek-locust:0.1.0" in images  # the kustomization's `images` applied
 
 
+@pytest.mark.slow
 def test_kustomize_rejects_a_broken_kustomization(tmp_path):
     """The render above means something: a resource that is not there fails it."""
     root = tmp_path / "k8s"
@@ -217,6 +220,7 @@ def test_kustomize_rejects_a_broken_kustomization(tmp_path):
     assert _kustomize(root).returncode != 0
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("version", K8S_VERSIONS)
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_every_rendered_builtin_object_validates(render, variant, version):
@@ -314,6 +318,7 @@ MONITOR_SCHEMAS = {
 }  # fmt: skip
 
 
+@pytest.mark.slow
 def test_operator_objects_have_the_operators_structure(render):
     monitors = [o for o in render("vllm+hpa+monitoring") if o["apiVersion"] == OPERATOR_GROUP]
     assert {o["kind"] for o in monitors} == set(MONITOR_SCHEMAS)
@@ -330,6 +335,7 @@ def _scrape_job(endpoint: dict) -> str:
     return job
 
 
+@pytest.mark.slow
 def test_monitors_scrape_every_exporter_under_the_compose_job_names(render):
     """Each monitor selects the pods (PodMonitor) or Service (ServiceMonitor) it means, on a port they name,
     and sets `job` to deploy/prometheus.yml's job name: the rules and the dashboard work unchanged."""
@@ -396,6 +402,7 @@ def test_hpa_metric_is_one_the_adapter_serves_per_pod():
     assert {"<<.Series>>", "<<.LabelMatchers>>", "<<.GroupBy>>"} <= set(re.findall(r"<<\.\w+>>", rule["metricsQuery"]))
 
 
+@pytest.mark.slow
 def test_adapter_query_is_valid_promql(tmp_path):
     """The adapter's metricsQuery with its placeholders filled the way the adapter fills them parses in promtool."""
     promtool = require_tool("promtool", "prometheus")
@@ -439,6 +446,7 @@ def test_gpu_exporter_requests_the_gpu_it_reports():
 
 
 # ---- the rules for Operator clusters ----------------------------------------------------------------------------
+@pytest.mark.slow
 def test_prometheus_rule_is_the_rule_files_current_copy(tmp_path):
     """deploy/k8s/prometheus-rules.yaml is generated from deploy/prometheus/rules/ and promtool accepts its groups."""
     gen = runpy.run_path(str(ROOT / "deploy" / "prometheus" / "operator_rules.py"))

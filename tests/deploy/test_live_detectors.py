@@ -22,7 +22,7 @@ import pytest
 
 from tests.deploy.promql import concrete, dashboard_queries, query
 from tests.requires import require_tool
-from tests.support import LOCUST, PY, Proc, free_port, wait_http
+from tests.support import LOCUST, Proc, free_port, prometheus_config, start_sim, wait_http
 
 pytestmark = pytest.mark.slow
 
@@ -32,11 +32,6 @@ GPU_PANELS = ("'GPU memory' A", "'GPU memory' B", "'GPU utilization' A")
 """Read from a GPU exporter (ours or DCGM's), which this box has not: tests/deploy/test_dashboard.py feeds both."""
 LOAD = ["-u", "16", "-r", "16", "--input-len", "fixed:128", "--output-len", "fixed:64", "--model", "sim-tiny",
         "--server-metrics-interval", "0.5"]  # fmt: skip
-
-
-def _sim(port: int, cap_at: float, *extra: str) -> Proc:
-    return Proc([PY, "-m", "server.sim", "--host", "127.0.0.1", "--port", str(port), "--profile", "cpu-tiny",
-                 "--batch-cap-at", f"{cap_at:g}:1", *extra], name="sim")  # fmt: skip
 
 
 def _range(base: str, expr: str, start: float, end: float) -> list[tuple[float, float]]:
@@ -51,16 +46,13 @@ def _range(base: str, expr: str, start: float, end: float) -> list[tuple[float, 
 def test_batching_gauge_flips_within_four_windows_of_the_cap(tmp_path):
     prom_exe = require_tool("prometheus", "prometheus")
     sim_port, exporter, master_port, prom_port = free_port(), free_port(), free_port(), free_port()
-    (tmp_path / "prometheus.yml").write_text(
-        "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nscrape_configs:\n"
-        f"  - job_name: locust\n    static_configs: [{{targets: ['127.0.0.1:{exporter}']}}]\n"
-        f"  - job_name: llm-server\n    static_configs: [{{targets: ['127.0.0.1:{sim_port}']}}]\n"
-    )
+    prometheus_config(tmp_path / "prometheus.yml", {"locust": exporter, "llm-server": sim_port})
     summary_path = tmp_path / "summary.json"
     launch = time.time()
     # legacy names and a few immediate 500/429 answers: the dashboard's legacy-KV and failed-by-kind queries have data
-    with _sim(sim_port, CAP_AT_S, "--legacy-metrics", "--fault-rate", "0.02", "--fault-kinds", "500,429") as sim:
-        wait_http(f"http://127.0.0.1:{sim_port}/health", proc=sim)
+    sim, _url = start_sim(f"--batch-cap-at={CAP_AT_S:g}:1", "--legacy-metrics", "--fault-rate", "0.02", "--fault-kinds",
+                          "500,429", port=sim_port)
+    with sim:
         ready = time.time()
         prom = Proc([prom_exe, f"--config.file={tmp_path / 'prometheus.yml'}", f"--storage.tsdb.path={tmp_path / 'db'}",
                      f"--web.listen-address=127.0.0.1:{prom_port}"], name="prometheus")  # fmt: skip
@@ -115,8 +107,8 @@ def test_batching_gauge_flips_within_four_windows_of_the_cap(tmp_path):
 def test_stop_on_batching_ends_the_run_and_says_why(tmp_path):
     port = free_port()
     out = tmp_path / "summary.json"
-    with _sim(port, 8.0) as sim:
-        wait_http(f"http://127.0.0.1:{port}/health", proc=sim)
+    sim, _url = start_sim("--batch-cap-at=8:1", port=port)
+    with sim:
         argv = [LOCUST, "-f", "locustfile.py", "--headless", "--host", f"http://127.0.0.1:{port}", "--only-summary",
                 "--prometheus-port", "0", "--llm-summary-json", str(out), "-t", "60s", "--llm-stop-on", "batching",
                 "--attribution-window", "2", *LOAD, "StreamingChatUser"]

@@ -116,7 +116,7 @@ def _poll(fn, timeout: float, what: str, procs: list[Proc]):
         last = fn()
         if last:
             return last
-        time.sleep(1.0)
+        time.sleep(0.5)
     logs = "\n".join(f"--- {p.name} ---\n{p.output()[-2500:]}" for p in procs)
     raise AssertionError(f"timed out after {timeout}s waiting for {what} (last: {last})\n{logs}")
 
@@ -156,7 +156,8 @@ def test_compose_commands_work_together_natively(tmp_path):
             assert answer["success"], answer
 
             # The GPU exporter: no GPU here -> exits non-zero with one clear line.
-            gpu_has_device = gpu.alive() and _gpu_serving(ports.gpu)
+            gpu_has_device = _gpu_serving(gpu, ports.gpu)
+            print(f"\nGPU exporter branch: {'a GPU, serving metrics' if gpu_has_device else 'no GPU, one-line exit'}")
             if not gpu_has_device:
                 code = gpu.wait(timeout=30)
                 out = gpu.output().strip()
@@ -178,13 +179,23 @@ def test_compose_commands_work_together_natively(tmp_path):
                   "completed requests in llm_requests_total", procs)  # fmt: skip
             _poll(lambda: _result(base, 'sum(vllm:generation_tokens_total{job="llm-server"}) > 0'), 30,
                   "generated tokens in the simulator's vllm:generation_tokens_total", procs)  # fmt: skip
-            time.sleep(11)  # two more scrapes, so rate() over the dashboard's windows has points
+            # every dashboard metric has series and the key panels have data (rate() over the dashboard's windows
+            # needs two scrapes after the first request): polled for, not waited out
             names = set().union(*(names_in(e) for _, e in dashboard_queries()))
             expected = names & (CLIENT_METRICS | SIM_METRICS) - SLO_GAUGES
-            missing = sorted(n for n in expected if not _result(base, f'{{__name__=~"{_series(n)}"}}'))
-            assert not missing, f"dashboard metrics with no series: {missing}\n{master.output()[-3000:]}"
-            for title, expr in _key_queries():
-                assert _result(base, concrete(expr, "1m")), f"{title}: no data for {expr}"
+            gaps: list[str] = []
+
+            def complete() -> bool:
+                gaps[:] = [f"no series for {n}" for n in sorted(expected)
+                           if not _result(base, f'{{__name__=~"{_series(n)}"}}')]  # fmt: skip
+                gaps.extend(f"{title}: no data for {expr}" for title, expr in _key_queries()
+                            if not _result(base, concrete(expr, "1m")))  # fmt: skip
+                return not gaps
+
+            try:
+                _poll(complete, 45, "series for every dashboard metric and data in the key panels", procs)
+            except AssertionError as e:
+                raise AssertionError(f"still missing: {gaps}\n{e}") from None
             _check_rules(base, procs)
             urllib.request.urlopen(urllib.request.Request(web + "/stop", method="POST"), timeout=10).read()
             master.stop(timeout=30)  # SIGTERM, as `docker-compose stop` sends: the master writes its files
@@ -194,6 +205,10 @@ def test_compose_commands_work_together_natively(tmp_path):
         assert "<html" in (tmp_path / "results" / "report.html").read_text()[:2000].lower()
         for p in (master, worker):
             assert "Traceback" not in p.output(), f"{p.name}:\n{p.output()[-3000:]}"
+
+
+EVALUATION_S = yaml.safe_load((ROOT / "deploy" / "prometheus.yml").read_text())["global"]["evaluation_interval"]
+EVALUATION_S = float(EVALUATION_S.removesuffix("s"))
 
 
 def _check_rules(base: str, procs: list[Proc]) -> None:
@@ -212,16 +227,27 @@ def _check_rules(base: str, procs: list[Proc]) -> None:
     assert not [r for r in rules if r.get("lastError")], rules
     for name in ("llm:ttft_seconds:p50", "llm:itl_seconds:p95", "server:ttft_seconds:p50", "server:tpot_seconds:p99"):
         _poll(lambda name=name: _result(base, f"{name} > 0"), 30, f"a recorded {name}", procs)
-    assert _result(base, "ALERTS") == [], "an alert is pending during a healthy run"
+    # the stopped-reporting alert reads increase(llm_requests_total[5m]): once that has two samples, and the rules
+    # have been evaluated after it (every 5 s), no alert may be even pending
+    _poll(lambda: _result(base, "sum(increase(llm_requests_total[5m])) > 0"), 30, "two samples of requests", procs)
+    evaluated = time.monotonic() + 2 * EVALUATION_S
+    alerts = _result(base, "ALERTS")
+    while alerts and time.monotonic() < evaluated:
+        time.sleep(0.5)
+        alerts = _result(base, "ALERTS")
+    assert alerts == [], f"an alert is pending during a healthy run: {alerts}"
 
 
-def _gpu_serving(port: int) -> bool:
-    try:
-        time.sleep(3)
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=3) as r:
-            return b"gpu_memory_used_bytes" in r.read()
-    except OSError:
-        return False
+def _gpu_serving(gpu: Proc, port: int, timeout: float = 30.0) -> bool:
+    """Whether the GPU exporter serves GPU metrics: polled until it answers, or exits (no GPU: one line, exit 1)."""
+    deadline = time.monotonic() + timeout
+    while gpu.alive() and time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=3) as r:
+                return b"gpu_memory_used_bytes" in r.read()
+        except OSError:
+            time.sleep(0.2)
+    return False
 
 
 def _series(name: str) -> str:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import runpy
 import subprocess
 
+import pytest
 import yaml
 
 from tests.deploy.compose import command, option, rendered
@@ -36,12 +37,14 @@ def _targets() -> dict[str, list[str]]:
 
 
 # ---- Prometheus ---------------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_promtool_accepts_the_config():
     proc = subprocess.run([_tool("promtool"), "check", "config", str(PROM_FILE)], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "SUCCESS" in proc.stdout + proc.stderr
 
 
+@pytest.mark.slow
 def test_promtool_rejects_a_broken_config(tmp_path):
     bad = tmp_path / "prometheus.yml"
     bad.write_text(PROM_FILE.read_text().replace("scrape_interval: 5s", "scrape_interval: soon", 1))
@@ -49,6 +52,7 @@ def test_promtool_rejects_a_broken_config(tmp_path):
     assert proc.returncode != 0
 
 
+@pytest.mark.slow
 def test_scrape_targets_match_the_compose_services():
     cfg = rendered("gpu")
     master_port = option(command(cfg, "locust-master"), "--prometheus-port")
@@ -66,6 +70,7 @@ def test_dashboard_json_is_the_generators_output():
     assert DASHBOARD.read_text() == gen["render"](), "stale: run python deploy/grafana/dashboard.py"
 
 
+@pytest.mark.slow
 def test_datasource_points_at_the_compose_prometheus():
     ds = yaml.safe_load((PROVISIONING / "datasources" / "prometheus.yml").read_text())["datasources"]
     (prom,) = [d for d in ds if d["type"] == "prometheus"]
@@ -109,6 +114,7 @@ def test_dashboard_imports_anywhere():
             assert "histogram_quantile(0.5," in exprs and "histogram_quantile(0.95," in exprs, p["title"]
 
 
+@pytest.mark.slow
 def test_dashboard_provider_reads_the_mounted_folder():
     providers = yaml.safe_load((PROVISIONING / "dashboards" / "deepseek-locust.yml").read_text())["providers"]
     mounts = [str(v) for v in rendered("sim")["services"]["grafana"]["volumes"]]
@@ -148,6 +154,7 @@ def test_panels_do_not_overlap():
         taken |= cells
 
 
+@pytest.mark.slow
 def test_every_query_parses_in_prometheus(tmp_path):
     """Evaluate every dashboard query in a real Prometheus (no targets needed for syntax and types)."""
     port = free_port()

@@ -94,6 +94,7 @@ def test_every_series_a_rule_reads_is_a_known_metric():
 
 
 # ---- promtool ---------------------------------------------------------------------------------------------------
+@pytest.mark.slow
 @pytest.mark.parametrize("path", RULE_FILES, ids=lambda p: p.name)
 def test_promtool_check_rules(path):
     proc = _run("check", "rules", str(path))
@@ -102,6 +103,7 @@ def test_promtool_check_rules(path):
     assert f"SUCCESS: {n} rules found" in proc.stdout + proc.stderr
 
 
+@pytest.mark.slow
 def test_promtool_unit_tests_pass():
     assert TEST_FILES and RULE_FILES
     proc = _run("test", "rules", *(str(p) for p in TEST_FILES))
@@ -138,6 +140,7 @@ MUTATIONS = [
 ]  # fmt: skip
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("file,old,new", MUTATIONS, ids=[f"{f}:{o[:40]}" for f, o, _ in MUTATIONS])
 def test_unit_tests_fail_when_a_rule_changes_meaning(tmp_path, file, old, new):
     copy = tmp_path / "prometheus"
@@ -183,6 +186,7 @@ def test_prometheus_config_loads_every_rule_file():
     assert found == set(RULE_FILES)
 
 
+@pytest.mark.slow
 def test_compose_mounts_the_rules_where_the_config_looks():
     cfg = rendered("sim")
     config_file = PurePosixPath(option(command(cfg, "prometheus"), "--config.file"))
@@ -195,6 +199,7 @@ def test_compose_mounts_the_rules_where_the_config_looks():
     assert Path(mounts[rules_dir]).resolve() == PROM_DIR / "rules"
 
 
+@pytest.mark.slow
 def test_promtool_check_config_follows_the_rule_files():
     proc = _run("check", "config", str(ROOT / "deploy" / "prometheus.yml"))
     out = proc.stdout + proc.stderr

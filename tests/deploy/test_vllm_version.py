@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 import subprocess
 
+import pytest
 import yaml
 
 from tests.support import ROOT
@@ -14,6 +15,7 @@ PINNED = (ROOT / "deploy" / "vllm-version").read_text().strip()
 IMAGE = f"vllm/vllm-openai:v{PINNED}"
 
 
+@pytest.mark.slow
 def test_make_vllm_env_installs_the_pinned_release():
     assert re.fullmatch(r"\d+\.\d+\.\d+", PINNED), PINNED
     out = subprocess.run(["bash", "-c", "eval \"$(grep '^VLLM_VERSION=' scripts/vllm_env.sh)\"; echo $VLLM_VERSION"],

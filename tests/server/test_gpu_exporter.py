@@ -3,47 +3,15 @@
 from __future__ import annotations
 
 import subprocess
-from types import SimpleNamespace
+import urllib.request
 
 import pynvml
 import pytest
 from prometheus_client import CollectorRegistry
 
 from server import gpu_exporter
-from tests.support import PY, ROOT
-
-
-class FakeNvml:
-    """Two GPUs with fixed memory and utilization, shaped like pynvml's API."""
-
-    NVMLError = pynvml.NVMLError
-
-    def __init__(self, gpus=((80e9, 20e9, 37), (141e9, 100e9, 90)), fail_init: bool = False):
-        self.gpus = gpus
-        self.fail_init = fail_init
-
-    def nvmlInit(self):
-        if self.fail_init:
-            raise pynvml.NVMLError(pynvml.NVML_ERROR_DRIVER_NOT_LOADED)
-
-    def nvmlShutdown(self):
-        pass
-
-    def nvmlDeviceGetCount(self):
-        return len(self.gpus)
-
-    def nvmlDeviceGetHandleByIndex(self, i):
-        return i
-
-    def nvmlDeviceGetName(self, h):
-        return f"Fake GPU {h}"
-
-    def nvmlDeviceGetMemoryInfo(self, h):
-        total, used, _ = self.gpus[h]
-        return SimpleNamespace(total=total, used=used, free=total - used)
-
-    def nvmlDeviceGetUtilizationRates(self, h):
-        return SimpleNamespace(gpu=self.gpus[h][2], memory=0)
+from tests.server.fakes import FakeNvml
+from tests.support import PY, ROOT, Proc, free_port, wait_http
 
 
 def test_collector_exports_memory_and_utilization_per_gpu():
@@ -76,10 +44,22 @@ def _has_gpu() -> bool:
         return False
 
 
-@pytest.mark.skipif(_has_gpu(), reason="this machine has a GPU; the no-GPU path cannot be shown here")
-def test_real_process_without_gpu_says_one_line_and_exits_nonzero():
+@pytest.mark.slow
+def test_real_process_serves_a_gpu_or_says_one_line_and_exits_nonzero():
+    """Whichever this machine has: with a GPU the real process serves its metrics, without one it exits with one
+    line. The branch that ran is printed (a machine can show only one)."""
+    if _has_gpu():
+        port = free_port()
+        with Proc([PY, "-m", "server.gpu_exporter", "--port", str(port)], name="gpu-exporter") as p:
+            wait_http(f"http://127.0.0.1:{port}/metrics", proc=p)
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
+                body = r.read()
+        print("\nGPU exporter branch: a GPU, serving its metrics")
+        assert b"gpu_memory_used_bytes" in body, body[:2000]
+        return
     p = subprocess.run([PY, "-m", "server.gpu_exporter", "--port", "0"], cwd=ROOT, capture_output=True, text=True,
                        timeout=60)  # fmt: skip
+    print("\nGPU exporter branch: no GPU, one-line exit")
     assert p.returncode == gpu_exporter.NO_GPU_EXIT
     out = (p.stdout + p.stderr).strip().splitlines()
     assert len(out) == 1, out

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import time
+from types import SimpleNamespace
 
 import gevent
 import numpy as np
 import pytest
 
+from shapes import pacer as pacer_module
 from shapes.pacer import Pacer
 
 
@@ -15,28 +17,56 @@ def _pacer(arrival=("constant", 0.0)):
     return Pacer(arrival, np.random.default_rng(1))
 
 
-def test_busy_user_gets_past_slots_so_rate_is_kept():
+class FakeClock:
+    """The pacer's injected clock: time moves only when the test, or the pacer's own sleep, moves it."""
+
+    def __init__(self, t: float = 1000.0):
+        self.t = t
+
+    def __call__(self) -> float:
+        return self.t
+
+    def advance(self, dt: float) -> None:
+        self.t += max(dt, 0.0)
+
+
+@pytest.fixture
+def clock(monkeypatch) -> FakeClock:
+    """A fake clock the pacer reads and its sleeps advance (a timer's wait still lets gevent run): schedules are
+    checked exactly, whatever the load on the machine."""
+    c = FakeClock()
+
+    def sleep(dt: float = 0.0) -> None:
+        c.advance(dt)
+        gevent.sleep(0)
+
+    monkeypatch.setattr(pacer_module, "gevent", SimpleNamespace(sleep=sleep))
+    return c
+
+
+def test_busy_user_gets_past_slots_so_rate_is_kept(clock):
     """One user whose requests take 3 gaps: slots stay on the 20/s grid and lateness grows linearly."""
-    pacer = _pacer()
+    pacer = Pacer(("constant", 0.0), np.random.default_rng(1), clock=clock)
+    start = clock()
     pacer.start_stage("rate=20", 20.0)
-    start = time.perf_counter()
     lateness = []
     slots = []
     for _ in range(8):
         t0 = pacer.wait_slot()
         slots.append(t0)
-        lateness.append(time.perf_counter() - t0)
-        gevent.sleep(0.15)  # the "request" takes 3 gaps
-    gaps = np.diff(slots)
-    assert gaps == pytest.approx(np.full(7, 0.05), abs=1e-9)  # schedule, not send times
-    assert slots[0] == pytest.approx(start + 0.05, abs=0.02)
-    # queue time grows by ~0.1 s per request (0.15 s busy - 0.05 s gap), far beyond timer noise
-    assert lateness[-1] > 0.5 and lateness[-1] > lateness[3] + 0.3
+        lateness.append(clock() - t0)
+        clock.advance(0.15)  # the "request" takes 3 gaps
+    assert np.diff(slots) == pytest.approx(np.full(7, 0.05), abs=1e-9)  # schedule, not send times
+    assert slots[0] == pytest.approx(start + 0.05, abs=1e-9)
+    # queue time grows by 0.1 s per request (0.15 s busy - 0.05 s gap)
+    assert lateness == pytest.approx([0.1 * i for i in range(8)], abs=1e-9)
     # the first slot is 50 ms ahead when asked for; each later one is already due (the user was busy 3 gaps)
     assert pacer.stats["rate=20"] == {"scheduled": 8, "late": 7, "unsent": 0}
 
 
 def test_idle_users_wait_for_their_slot():
+    """On the real clock: what an idle user waits for is a gevent timer (with the injected clock several sleeping
+    users would move time for each other)."""
     pacer = _pacer()
     pacer.start_stage("rate=50", 50.0)
     sent = []
@@ -54,16 +84,16 @@ def test_idle_users_wait_for_their_slot():
     assert max(now - t for t, now in sent) < 0.1  # idle users are on time (generous for a busy box)
 
 
-def test_stage_change_restarts_schedule_and_counts_unsent():
-    pacer = _pacer()
+def test_stage_change_restarts_schedule_and_counts_unsent(clock):
+    pacer = Pacer(("constant", 0.0), np.random.default_rng(1), clock=clock)
     pacer.start_stage("rate=100", 100.0)
-    pacer.wait_slot()
-    gevent.sleep(0.3)  # nobody takes the ~29 slots that fall due
+    pacer.wait_slot()  # the slot at +10 ms
+    clock.advance(0.3)  # nobody takes the 30 slots that fall due
     pacer.start_stage("rate=2", 2.0)
-    assert 20 <= pacer.stats["rate=100"]["unsent"] <= 31
-    t_change = time.perf_counter()
+    assert pacer.stats["rate=100"]["unsent"] == 30
+    t_change = clock()
     t0 = pacer.wait_slot()
-    assert t0 == pytest.approx(t_change + 0.5, abs=0.05)  # new stage: first slot one gap after the change
+    assert t0 == pytest.approx(t_change + 0.5, abs=1e-9)  # new stage: first slot one gap after the change
     assert pacer.stats["rate=2"]["scheduled"] == 1
 
 

@@ -17,7 +17,7 @@ from shapes.plugin import install
 from shapes.registry import SHAPES, Shape, implied_shapes, register, shape_names
 from shapes.stage import Stage
 from shapes.sweep import ConcurrencySweepShape, SweepShape
-from tests.shapes.test_propagation import _Idle, _options
+from tests.shapes.runners import IdleUser, runner_options
 from webui.shape_form import install as install_shape_form
 
 
@@ -66,7 +66,7 @@ def test_toy_shape_plan_is_looked_up_by_name(toy):
 
 def test_toy_option_alone_implies_the_toy_shape_and_u_is_warned_about(toy, caplog):
     assert implied_shapes(argparse.Namespace(toy_level="2", sweep_users=None)) == ["toy-sweep"]
-    env = Environment(user_classes=[_Idle], parsed_options=_options(toy_level="2", num_users=5))
+    env = Environment(user_classes=[IdleUser], parsed_options=runner_options(toy_level="2", num_users=5))
     env.create_local_runner()
     with caplog.at_level(logging.WARNING):
         install(env)  # no KeyError: the -u hint comes from the entry
@@ -76,7 +76,7 @@ def test_toy_option_alone_implies_the_toy_shape_and_u_is_warned_about(toy, caplo
 
 
 def test_two_implying_options_are_refused(toy, caplog):
-    env = Environment(user_classes=[_Idle], parsed_options=_options(toy_level="2", sweep_users="1,2"))
+    env = Environment(user_classes=[IdleUser], parsed_options=runner_options(toy_level="2", sweep_users="1,2"))
     env.create_local_runner()
     with pytest.raises(SystemExit):
         install(env)
@@ -85,7 +85,7 @@ def test_two_implying_options_are_refused(toy, caplog):
 
 def test_web_ui_form_picks_the_toy_shape_with_its_field(toy, monkeypatch):
     monkeypatch.setattr(sys, "argv", ["locust"])
-    env = Environment(user_classes=[_Idle], parsed_options=_options(headless=False, toy_level=None))
+    env = Environment(user_classes=[IdleUser], parsed_options=runner_options(headless=False, toy_level=None))
     env.create_local_runner()
     env.create_web_ui("127.0.0.1", 0, delayed_start=True)
     install(env)

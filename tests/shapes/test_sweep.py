@@ -2,41 +2,12 @@
 
 from __future__ import annotations
 
-from argparse import Namespace
-
-from run.context import RunContext
-from shapes.stage import StageBoard
 from shapes.sweep import SETTLE_GRACE_S, ConcurrencySweepShape, LengthSweepShape, RateSweepShape
-
-
-class Clock:
-    def __init__(self):
-        self.t = 1000.0
-
-    def __call__(self):
-        return self.t
-
-
-class FakeRunner:
-    """user_count follows the last tick only when the test says the spawn finished."""
-
-    def __init__(self, **options):
-        base = dict(stage_duration="10", stage_warmup="0", spawn_rate=100.0, num_users=4, arrival="poisson",
-                    max_concurrency="32", sweep_users=None, length_sweep=None, request_rate=None)
-        self.environment = Namespace(parsed_options=Namespace(**{**base, **options}),
-                                     llm=RunContext(stage_board=StageBoard()))
-        self.user_count = 0
-
-
-def _shape(cls, **options):
-    clock = Clock()
-    shape = cls(clock=clock)
-    shape.runner = FakeRunner(**options)
-    return shape, clock, shape.runner
+from tests.shapes.fakes import sweep_shape
 
 
 def test_concurrency_sweep_dwell_starts_when_users_are_running():
-    shape, clock, runner = _shape(ConcurrencySweepShape, sweep_users="1,4", stage_duration="10", stage_warmup="2")
+    shape, clock, runner = sweep_shape(ConcurrencySweepShape, sweep_users="1,4", stage_duration="10", stage_warmup="2")
     board = runner.environment.llm.stage_board
     assert shape.tick() == (1, 100.0)
     assert board.current.name == "warmup users=1" and board.current.warmup
@@ -68,7 +39,7 @@ def test_concurrency_sweep_dwell_starts_when_users_are_running():
 
 
 def test_stage_history_times_follow_the_board():
-    shape, clock, runner = _shape(ConcurrencySweepShape, sweep_users="2")
+    shape, clock, runner = sweep_shape(ConcurrencySweepShape, sweep_users="2")
     shape.tick()
     runner.user_count = 2
     clock.t += 1
@@ -78,7 +49,7 @@ def test_stage_history_times_follow_the_board():
 
 
 def test_without_stage_warmup_the_ramp_counts_in_the_stage_it_ramps_to():
-    shape, clock, runner = _shape(ConcurrencySweepShape, sweep_users="1,16", stage_duration="6")
+    shape, clock, runner = sweep_shape(ConcurrencySweepShape, sweep_users="1,16", stage_duration="6")
     board = runner.environment.llm.stage_board
     shape.tick()
     runner.user_count = 1
@@ -98,7 +69,7 @@ def test_without_stage_warmup_the_ramp_counts_in_the_stage_it_ramps_to():
 
 
 def test_length_sweep_switches_distribution_without_ramp():
-    shape, clock, runner = _shape(LengthSweepShape, length_sweep="uniform:128:1024,zipf:1.2:16:4096", num_users=16)
+    shape, clock, runner = sweep_shape(LengthSweepShape, length_sweep="uniform:128:1024,zipf:1.2:16:4096", num_users=16)
     board = runner.environment.llm.stage_board
     assert shape.tick() == (16, 100.0) and board.current.name == "len=uniform:128:1024"
     runner.user_count = 16
@@ -113,7 +84,7 @@ def test_length_sweep_switches_distribution_without_ramp():
 
 
 def test_rate_sweep_spawns_pool_and_walks_rates():
-    shape, clock, runner = _shape(RateSweepShape, request_rate="2,8", max_concurrency="32")
+    shape, clock, runner = sweep_shape(RateSweepShape, request_rate="2,8", max_concurrency="32")
     board = runner.environment.llm.stage_board
     assert shape.tick() == (32, 32.0)
     runner.user_count = 32
@@ -126,7 +97,7 @@ def test_rate_sweep_spawns_pool_and_walks_rates():
 
 
 def test_unreachable_user_count_moves_on_after_grace():
-    shape, clock, runner = _shape(ConcurrencySweepShape, sweep_users="10", spawn_rate=1.0, stage_warmup="1")
+    shape, clock, runner = sweep_shape(ConcurrencySweepShape, sweep_users="10", spawn_rate=1.0, stage_warmup="1")
     shape.tick()
     runner.user_count = 7  # e.g. a worker died
     clock.t += 10 + SETTLE_GRACE_S - 1
@@ -140,12 +111,12 @@ def test_unreachable_user_count_moves_on_after_grace():
 
 
 def test_bad_plan_stops_the_test_instead_of_raising():
-    shape, _clock, _runner = _shape(ConcurrencySweepShape, sweep_users=None)
+    shape, _clock, _runner = sweep_shape(ConcurrencySweepShape, sweep_users=None)
     assert shape.tick() is None
 
 
 def test_finish_restarts_from_the_first_stage():
-    shape, clock, runner = _shape(ConcurrencySweepShape, sweep_users="1,2")
+    shape, clock, runner = sweep_shape(ConcurrencySweepShape, sweep_users="1,2")
     shape.tick()
     runner.user_count = 1
     clock.t += 1
@@ -181,7 +152,7 @@ def _walk(shape, runner, clock) -> list[str]:
 
 
 def test_stop_on_saturation_ends_a_sweep_after_the_over_saturated_stage():
-    shape, clock, runner = _shape(ConcurrencySweepShape, sweep_users="1,2,4,8,16,32", stage_duration="3",
+    shape, clock, runner = sweep_shape(ConcurrencySweepShape, sweep_users="1,2,4,8,16,32", stage_duration="3",
                                   llm_stop_on="slo,saturation")  # fmt: skip
     runner.environment.llm.stage_board.judge = _saturating_judge
     # users=8 is over-saturated (+0 % over users=4 while TTFT grows); it is judged when users=16 ends
@@ -192,6 +163,6 @@ def test_stop_on_saturation_ends_a_sweep_after_the_over_saturated_stage():
 
 
 def test_without_stop_on_saturation_the_sweep_runs_every_stage():
-    shape, clock, runner = _shape(ConcurrencySweepShape, sweep_users="1,2,4,8,16,32", stage_duration="3")
+    shape, clock, runner = sweep_shape(ConcurrencySweepShape, sweep_users="1,2,4,8,16,32", stage_duration="3")
     runner.environment.llm.stage_board.judge = _saturating_judge
     assert len(_walk(shape, runner, clock)) == 6 and shape.saturation_stop is None

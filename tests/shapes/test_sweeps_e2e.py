@@ -12,31 +12,24 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import LOCUST, PY, ROOT, Proc, free_port, wait_http
+from tests.support import LOCUST, ROOT, Proc, free_port, start_sim
 
 pytestmark = pytest.mark.slow
 
 COMMON = ["--headless", "--output-len", "fixed:64", "--prometheus-port", "0", "--seed", "3", "--stop-timeout", "5"]
 
 
-def _sim(*flags: str):
-    port = free_port()
-    proc = Proc([PY, "-m", "server.sim", "--port", str(port), "--profile", "deepseek-v2-lite-a100", *flags], name="sim")
-    wait_http(f"http://127.0.0.1:{port}/health", timeout=60, proc=proc)
-    return proc, f"http://127.0.0.1:{port}"
-
-
 @pytest.fixture(scope="module")
 def sim():
     """A roomy server; few KV blocks so the server's KV usage is a visible fraction."""
-    proc, url = _sim("--num-gpu-blocks", "2000")
+    proc, url = start_sim("--num-gpu-blocks", "2000", profile="deepseek-v2-lite-a100")
     yield url
     proc.stop()
 
 
 @pytest.fixture(scope="module")
 def capped_sim():
-    proc, url = _sim("--max-num-seqs", "2")
+    proc, url = start_sim("--max-num-seqs", "2", profile="deepseek-v2-lite-a100")
     yield url
     proc.stop()
 

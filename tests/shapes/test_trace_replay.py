@@ -18,7 +18,7 @@ from shapes.plan import PlanError, trace_plan
 from shapes.plugin import install as install_shapes
 from shapes.sweep import TraceReplayShape
 from shapes.trace import TRACE_TAIL_S, TraceSchedule
-from tests.shapes.test_propagation import _Idle, _options
+from tests.shapes.runners import IdleUser, runner_options
 from webui.plugin import install as install_webui
 from workload.trace import load_trace
 
@@ -66,7 +66,7 @@ def test_a_spent_share_returns_none(trace_file):
 
 
 def test_plan_is_a_held_warmup_then_the_trace(trace_file):
-    (step,) = trace_plan(_options(trace=trace_file, trace_speedup="4", max_concurrency="3"))
+    (step,) = trace_plan(runner_options(trace=trace_file, trace_speedup="4", max_concurrency="3"))
     assert (step.stage.name, step.stage.trace_speedup, step.stage.trace_lines, step.users) == ("trace", 4.0, 9, 3)
     assert step.duration == pytest.approx(2.0 / 4 + TRACE_TAIL_S)
     assert step.stage.rate == pytest.approx(9 / step.duration)
@@ -76,16 +76,16 @@ def test_plan_is_a_held_warmup_then_the_trace(trace_file):
 
 def test_plan_names_the_option_it_cannot_use(tmp_path, trace_file):
     with pytest.raises(PlanError, match="--trace is required"):
-        trace_plan(_options())
+        trace_plan(runner_options())
     with pytest.raises(PlanError, match=r"--trace: .*absent\.jsonl"):
-        trace_plan(_options(trace=str(tmp_path / "absent.jsonl")))
+        trace_plan(runner_options(trace=str(tmp_path / "absent.jsonl")))
     with pytest.raises(PlanError, match="--trace-speedup"):
-        trace_plan(_options(trace=trace_file, trace_speedup="0"))
+        trace_plan(runner_options(trace=trace_file, trace_speedup="0"))
 
 
 def test_web_start_form_refuses_a_bad_trace_and_replays_a_good_one(monkeypatch, tmp_path, trace_file):
     monkeypatch.setattr(sys, "argv", ["locust"])
-    env = Environment(user_classes=[_Idle], parsed_options=_options(headless=False))
+    env = Environment(user_classes=[IdleUser], parsed_options=runner_options(headless=False))
     env.create_local_runner()
     env.create_web_ui("127.0.0.1", 0, delayed_start=True)
     install_shapes(env)

@@ -10,14 +10,14 @@ from locust.env import Environment
 
 from shapes.plugin import install
 from shapes.sweep import LengthSweepShape
-from tests.shapes.test_propagation import _Idle, _options
+from tests.shapes.runners import IdleUser, runner_options
 from webui.shape_form import install as install_shape_form
 
 
 @pytest.fixture
 def env(monkeypatch):
     monkeypatch.setattr(sys, "argv", ["locust"])
-    environment = Environment(user_classes=[_Idle], parsed_options=_options(headless=False))
+    environment = Environment(user_classes=[IdleUser], parsed_options=runner_options(headless=False))
     environment.create_local_runner()
     environment.create_web_ui("127.0.0.1", 0, delayed_start=True)
     install(environment)

@@ -133,6 +133,7 @@ def test_a_run_against_itself_passes_and_against_a_slower_server_fails(tmp_path)
     assert row in html
 
 
+@pytest.mark.slow
 def test_a_bad_baseline_stops_locust_at_start(tmp_path):
     (tmp_path / "junk.json").write_text("[1, 2]")
     cases = ((tmp_path / "missing.json", "No such file"), (tmp_path / "junk.json", "not a deepseek-locust"))

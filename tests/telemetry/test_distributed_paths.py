@@ -22,7 +22,7 @@ from shapes.stage import StageBoard
 from telemetry.distributed import WorkerWatch, drain_final_reports
 from telemetry.plugin import install
 from telemetry.runstate import RunState, WorkerInfo
-from tests.support import free_port
+from tests.support import free_port, wait_until
 from tests.telemetry.helpers import options
 
 
@@ -158,14 +158,14 @@ def test_worker_watch_polls_on_its_own_until_stopped():
     watch = WorkerWatch(env, merger, interval_s=0.05)
     watch.start()
     try:
-        assert _wait(lambda: merger.lost_workers == {"w1"}, timeout=2)
+        assert wait_until(lambda: merger.lost_workers == {"w1"}, timeout=2)
         runner.clients.all[0].state = "ready"
-        assert _wait(lambda: merger.lost_workers == set(), timeout=2)
+        assert wait_until(lambda: merger.lost_workers == set(), timeout=2)
     finally:
         watch.stop()
     gevent.sleep(0.1)  # the kill lands (a poll already due when stop() was called may still run)
     runner.clients.all[0].state = "missing"
-    _wait(lambda: False, timeout=0.3)  # several poll intervals
+    wait_until(lambda: False, timeout=0.3)  # several poll intervals
     assert merger.lost_workers == set()  # stopped: no more polling
 
 
@@ -211,14 +211,14 @@ def test_real_master_warns_when_a_worker_goes_silent_and_forgets_it_when_it_hear
     send = quiet.client.send
     quiet.client.send = lambda msg: None if silent["on"] and msg.type == "heartbeat" else send(msg)
     try:
-        assert _wait(lambda: master.worker_count == 2)
+        assert wait_until(lambda: master.worker_count == 2)
         master.start(2, 100)
-        assert _wait(lambda: master.user_count == 2)
+        assert wait_until(lambda: master.user_count == 2)
         silent["on"] = True
         lost = f"WARNING: worker {quiet.client_id} stopped sending heartbeats"
-        assert _wait(lambda: lost in caplog.text, timeout=6), caplog.text
+        assert wait_until(lambda: lost in caplog.text, timeout=6), caplog.text
         silent["on"] = False
-        assert _wait(lambda: f"worker {quiet.client_id} is sending heartbeats again" in caplog.text, timeout=6)
+        assert wait_until(lambda: f"worker {quiet.client_id} is sending heartbeats again" in caplog.text, timeout=6)
         assert caplog.text.count(lost) == 1
         # what each process's Locust main does at the end: the master quits the run, every process fires
         # `quitting` (a worker's sends its quit, which the master's drain waits for)
@@ -235,12 +235,3 @@ def test_real_master_warns_when_a_worker_goes_silent_and_forgets_it_when_it_hear
         master.quit()
         for w in workers:
             w.runner.quit()
-
-
-def _wait(cond, timeout: float = 5.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        if time.monotonic() > deadline:
-            return False
-        gevent.sleep(0.05)
-    return True

@@ -31,6 +31,7 @@ def _run(host: str, tmp, name: str, *extra: str) -> tuple[dict, str]:
     return json.loads(path.read_text()), out
 
 
+@pytest.mark.slow
 def test_back_to_back_runs_do_not_hit_each_others_prefix_cache_unless_asked(tmp_path):
     port = free_port()
     with Proc([PY, "-m", "server.sim", "--host", "127.0.0.1", "--port", str(port), "--time-scale",

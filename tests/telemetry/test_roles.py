@@ -224,3 +224,26 @@ def test_the_progress_line_runs_only_headless_and_when_asked():
         assert ProgressLine(env, hub).interval() == 0.0
     finally:
         _role.close()
+
+
+def test_a_result_the_recorder_cannot_take_is_counted_and_reported_once(caplog):
+    """The failed-record guard: a malformed result never reaches the user as an exception; the first is one error
+    line, later ones only counted, and the worker still ships its report."""
+    env = _env_with(WorkerRunner)
+    role = install(env)
+    try:
+        env.events.test_start.fire(environment=env)
+        broken = dataclasses.replace(make_result(ttft=0.1), output_tokens=None)  # what no client produces
+        fire(env, make_result(ttft=0.1))
+        with caplog.at_level("ERROR"):
+            for _ in range(3):
+                env.events.request.fire(request_type="POST", name="x", response_time=1.0, response_length=0,
+                                        exception=None, context={"llm_result": broken})  # fmt: skip
+        fire(env, make_result(ttft=0.1))
+        lines = [r.getMessage() for r in caplog.records if "could not record a result" in r.getMessage()]
+        assert len(lines) == 1 and role._bad_results == 3, (lines, role._bad_results)
+        data: dict = {}
+        env.events.report_to_master.fire(client_id="w1", data=data)
+        assert sum(sum(c["outcomes"].values()) for c in data["llm"]["cells"]) >= 2  # the good ones went out
+    finally:
+        role.close()

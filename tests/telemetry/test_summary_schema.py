@@ -31,6 +31,7 @@ def test_schema_is_a_valid_json_schema():
     jsonschema.Draft202012Validator.check_schema(SCHEMA)
 
 
+@pytest.mark.slow
 def test_real_run_summary_validates(summary):
     jsonschema.Draft202012Validator(SCHEMA).validate(summary)
     assert summary["requests"]["ok"] > 0 and len(summary["stages"]) == 4  # two stages, each with its warm-up
@@ -48,6 +49,7 @@ def test_real_run_summary_validates(summary):
     ],
     ids=["missing-metric", "string-quantile", "unknown-error-kind", "stage-missing-metric", "unknown-key", "bad-enum"],
 )
+@pytest.mark.slow
 def test_broken_summaries_fail(summary, breakage):
     broken = copy.deepcopy(summary)
     breakage(broken)

@@ -16,6 +16,7 @@ def cli(*argv: str) -> subprocess.CompletedProcess:
     return subprocess.run([PY, "-m", "tokenizer_checks", *argv], cwd=ROOT, capture_output=True, text=True, timeout=60)
 
 
+@pytest.mark.slow
 def test_help_lists_every_command():
     res = cli("--help")
     assert res.returncode == 0
@@ -25,6 +26,7 @@ def test_help_lists_every_command():
     assert sub.returncode == 0 and "--max-mean-drift" in sub.stdout and "Jaccard" in sub.stdout
 
 
+@pytest.mark.slow
 def test_exit_codes_0_1_2():
     ok = cli("fingerprint", "--model-id", "m", "--input", '"Hello"', "--json")
     assert ok.returncode == 0 and json.loads(ok.stdout)["fingerprint"] == "m:c25bf945aaff8fe1"
@@ -47,6 +49,7 @@ def test_exit_codes_0_1_2():
         (("nosuch",), "invalid choice"),
     ],
 )
+@pytest.mark.slow
 def test_bad_input_is_one_line_exit_2(argv, needle):
     res = cli(*argv)
     assert res.returncode == 2, res

@@ -99,7 +99,7 @@ def test_server_restarted_mid_run_connection_refused_then_back(tmp_path) -> None
             time.sleep(0.1)
         first.signal(signal.SIGKILL)
         first.popen.wait(5)
-        time.sleep(1.5)  # down: every request meanwhile is refused
+        time.sleep(1.5)  # the scenario: down for 1.5 s (above the 1 s request timeout), every request refused
         second = _server(port, "ok")
         with second:
             rc = locust.wait(40)

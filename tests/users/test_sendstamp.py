@@ -7,6 +7,7 @@ import time
 
 import gevent
 import orjson
+import pytest
 from geventhttpclient import HTTPClient
 
 from tests.support import PY, Proc, free_port, wait_http
@@ -42,6 +43,7 @@ def test_written_at_is_this_greenlets_last_hand_out() -> None:
     assert sendstamp.written_at(pool, late) == late
 
 
+@pytest.mark.slow
 def test_a_slow_socket_hand_out_is_not_time_to_first_token() -> None:
     port = free_port()
     argv = [

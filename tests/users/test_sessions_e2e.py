@@ -10,9 +10,13 @@
 
 from __future__ import annotations
 
+import pytest
+
 from telemetry.requestlog import read_records
 from tests.server.sim.helpers import running_sim
 from tests.users.e2e import run_locust
+
+pytestmark = pytest.mark.slow  # every test here starts a real process
 
 MODEL = "deepseek-ai/DeepSeek-V2-Lite"
 

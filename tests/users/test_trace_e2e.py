@@ -58,6 +58,7 @@ def _stage(summary: dict) -> dict:
     return stage
 
 
+@pytest.mark.slow
 def test_trace_lines_are_replayed_on_their_clock_and_shared_blocks_hit_the_prefix_cache(tmp_path):
     traces = {kind: tmp_path / f"{kind}.jsonl" for kind in ("shared", "distinct")}
     rows = {kind: write_trace(path, kind == "shared") for kind, path in traces.items()}
@@ -123,6 +124,7 @@ def test_workers_share_the_trace(tmp_path):
     assert _stage(s)["prefix_cache_hit_rate"] > 0.5
 
 
+@pytest.mark.slow
 def test_a_malformed_line_stops_locust_at_start_naming_file_and_line(tmp_path):
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"timestamp": 0, "input_length": 600, "output_length": 8, "hash_ids": [1, 2]}\n\n'

@@ -20,6 +20,7 @@ QUIET = ["--prometheus-port", "0", "--input-len", "fixed:16", "--output-len", "f
     (None, "cannot connect (Connection refused); is the server up?"),
     ("127.0.0.1:8000", "not an http(s) URL; expected e.g. http://127.0.0.1:8000"),
 ])  # fmt: skip
+@pytest.mark.slow
 def test_no_server_at_start_is_one_line_and_exit_2(host, says):
     host = host or f"http://127.0.0.1:{free_port()}"
     with Proc([LOCUST, "-f", "locustfile.py", "--headless", "-u", "2", "-r", "2", "-t", "10s", "--host", host,
@@ -39,6 +40,7 @@ def test_unreachable_names_what_is_wrong():
     assert "cannot connect" in unreachable(f"http://127.0.0.1:{free_port()}")
 
 
+@pytest.mark.slow
 def test_a_server_that_dies_mid_run_is_counted_with_a_back_off(tmp_path):
     port = free_port()
     host = f"http://127.0.0.1:{port}"

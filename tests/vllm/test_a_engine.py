@@ -15,7 +15,7 @@ from tests.fixtures.sse import load_transcript
 from tests.vllm.engine import SERVED_NAME, Server
 from workload.tokenizers import load_tokenizer, render_chat
 
-pytestmark = pytest.mark.vllm
+pytestmark = [pytest.mark.vllm, pytest.mark.slow]  # the shared engine: a real process
 
 
 def _events(raw: bytes) -> list[bytes]:

@@ -78,8 +78,8 @@ def check_prompt_tokens(s: dict, batch: int = 1) -> None:
         assert stage["prompt_tokens_mean"] == pytest.approx(INPUT)
 
 
-CLIENT_OVERHEAD_MS = 50.0
-"""What the client may add to the engine's TTFT: HTTP, the API server's tokenizing and SSE framing on a
+CLIENT_OVERHEAD_MS = 20.0
+"""What the client may add to the engine's median TTFT: HTTP, the API server's tokenizing and SSE framing on a
 busy 2-core box (4-8 ms measured). The engine counts from the request's arrival in vLLM, the client from
 before it sends."""
 
@@ -98,8 +98,11 @@ def check_stream_timing(s: dict, engine: dict[str, CumulativeHistogram]) -> None
         ("span", "request_decode_time"))}  # fmt: skip
     assert {k: h.count for k, h in eng.items()} == {"ttft": n, "itl": n * (OUTPUT - 1), "tpot": n, "span": n}
     mean_ms = {k: h.mean() * 1000 for k, h in eng.items()}
-    # TTFT: the client's clock starts earlier and stops later than the engine's, by a bounded overhead
-    assert mean_ms["ttft"] - 1.0 <= ttft["mean"] <= mean_ms["ttft"] + CLIENT_OVERHEAD_MS, (ttft, mean_ms)
+    # TTFT: the client's clock starts earlier and stops later than the engine's, by a bounded overhead. Compared
+    # at the median, which a few slow first requests (a cold start on a busy box) cannot swing as they swing a
+    # mean: the client's median lies in the engine's median bucket (lower, upper], plus the overhead
+    lower, upper = (b * 1000 for b in eng["ttft"].quantile_bucket(0.5))
+    assert lower - 1.0 <= ttft["p50"] <= upper + CLIENT_OVERHEAD_MS, (ttft, lower, upper)
     # the gaps between tokens are the engine's steps seen at the other end of the stream: the same means
     # (within 0.1 % measured; 5 % allowed)
     assert itl["mean"] == pytest.approx(mean_ms["itl"], rel=0.05, abs=1.0), (itl, mean_ms)

@@ -2,7 +2,8 @@
 every completed request is joined with vLLM's own ``llm_request`` span (the span continues the
 request's ``traceparent``), and per request the server's TTFT and E2E never exceed the client's.
 
-Its own server start (the receiver's port is on the command line): last in the package, after the shared KV size.
+The shared server: every server of the pool exports to the pool's OTLP port (tests/vllm/engine.py), lent here
+to the receiver for the run.
 """
 
 from __future__ import annotations
@@ -11,19 +12,16 @@ import json
 
 import pytest
 
-from tests.support import free_port
-from tests.vllm.conftest import SHARED_KV
 from tests.vllm.locust_run import run_local
 
 pytestmark = [pytest.mark.vllm, pytest.mark.slow]
 
 
-def test_every_completed_request_joins_its_vllm_span(engine_pool, tmp_path):
-    rx = free_port()
-    server = engine_pool.serve(SHARED_KV, extra=("--otlp-traces-endpoint", f"http://127.0.0.1:{rx}/v1/traces"))
-    run = run_local(server.url, tmp_path, "StreamingChatUser", users=4, seconds=10,
-                    extra=["--input-len", "fixed:64", "--output-len", "fixed:32", "--otlp-receiver", str(rx),
-                           "--otlp-grace", "20"])  # fmt: skip
+def test_every_completed_request_joins_its_vllm_span(engine_pool, vllm_server, tmp_path):
+    with engine_pool.otlp_receiver_port() as rx:
+        run = run_local(vllm_server.url, tmp_path, "StreamingChatUser", users=4, seconds=10,
+                        extra=["--input-len", "fixed:64", "--output-len", "fixed:32", "--otlp-receiver", str(rx),
+                               "--otlp-grace", "20"])  # fmt: skip
     s = run.summary
     t = s["traces"]
     ok = s["requests"]["ok"]

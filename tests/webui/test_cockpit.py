@@ -15,7 +15,7 @@ from shapes.plugin import install as install_shapes
 from shapes.sweep import ConcurrencySweepShape
 from telemetry.plugin import install as install_telemetry
 from telemetry.sinks import stages_rows, stats_rows
-from tests.shapes.test_sweep import _shape
+from tests.shapes.fakes import sweep_shape
 from tests.telemetry.helpers import _Nobody, fire, options
 from tests.telemetry.synthetic import make_result
 from webui.charts import ChartsPage
@@ -120,7 +120,7 @@ def test_option_files_are_offered_and_served_when_set(monkeypatch, tmp_path):
 
 
 def test_sweep_progress_says_the_phase_and_the_time_left():
-    shape, clock, runner = _shape(ConcurrencySweepShape, sweep_users="1,4", stage_duration="10", stage_warmup="2")
+    shape, clock, runner = sweep_shape(ConcurrencySweepShape, sweep_users="1,4", stage_duration="10", stage_warmup="2")
     assert shape.progress() is None
     shape.tick()
     p = shape.progress()

@@ -12,14 +12,15 @@ from locust.env import Environment
 
 from shapes.plugin import install as install_shapes
 from shapes.sweep import LengthSweepShape, RateSweepShape
-from tests.shapes.test_propagation import _Idle, _options
+from tests.shapes.runners import IdleUser, runner_options
+from tests.support import wait_until
 from webui.plugin import install as install_webui
 
 
 @pytest.fixture
 def env(monkeypatch):
     monkeypatch.setattr(sys, "argv", ["locust"])
-    environment = Environment(user_classes=[_Idle], parsed_options=_options(headless=False))
+    environment = Environment(user_classes=[IdleUser], parsed_options=runner_options(headless=False))
     environment.create_local_runner()
     environment.create_web_ui("127.0.0.1", 0, delayed_start=True)
     install_shapes(environment)
@@ -35,14 +36,6 @@ def _post(env, path: str, **form):
 
 def _swarm(env, **form) -> dict:
     return _post(env, "/swarm", **form).get_json()
-
-
-def _wait(cond, timeout: float = 5.0) -> bool:
-    for _ in range(int(timeout / 0.05)):
-        if cond():
-            return True
-        gevent.sleep(0.05)
-    return cond()
 
 
 @pytest.mark.parametrize("name", ["bogus", "rate_sweep", "RateSweepShape", " none"])
@@ -63,7 +56,7 @@ def test_unknown_shape_after_a_sweep_leaves_the_sweep_installed(env):
     sweep = env.shape_class
     assert isinstance(sweep, LengthSweepShape)
     env.runner.stop()
-    assert _wait(lambda: env.runner.state == "stopped")
+    assert wait_until(lambda: env.runner.state == "stopped")
     r = _swarm(env, shape="nope")
     assert r["success"] is False and "'nope' is not one of" in r["message"]
     assert env.shape_class is sweep and env.runner.state == "stopped"
@@ -73,15 +66,15 @@ def test_switching_from_a_sweep_back_to_none_runs_plain_users(env):
     r = _swarm(env, shape="rate-sweep", request_rate="20", stage_duration="30", max_concurrency="2")
     assert r["success"], r
     assert isinstance(env.shape_class, RateSweepShape)
-    assert _wait(lambda: env.llm.pacer is not None and env.llm.pacer.rate == 20.0)
+    assert wait_until(lambda: env.llm.pacer is not None and env.llm.pacer.rate == 20.0)
     assert _post(env, "/stop").status_code == 200
-    assert _wait(lambda: env.runner.state == "stopped")
+    assert wait_until(lambda: env.runner.state == "stopped")
 
     r = _swarm(env, shape="none", user_count="2")
     assert r["success"], r
     assert "shape class" not in r["message"]  # Locust started a user-count run, not a shape run
     assert env.shape_class is None
-    assert _wait(lambda: env.runner.user_count == 2 and env.runner.state == "running")
+    assert wait_until(lambda: env.runner.user_count == 2 and env.runner.state == "running")
     # closed loop again: no open-loop pacer rate, the stage is the plain run's, not the sweep's
     assert env.llm.pacer is None or env.llm.pacer.rate is None
     assert env.llm.stage_board.current.rate is None and env.llm.stage_board.current.name == "main"

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import LOCUST, PY, Proc, free_port, wait_http
+from tests.support import LOCUST, PY, Proc, free_port, http_get, wait_http
 
 pytestmark = pytest.mark.slow
 
@@ -22,22 +22,15 @@ KEY = "sk-test-7f3a9c1e5b2d4068a1c3e5f7b9d1f3a5"
 LOAD = ["--prometheus-port", "0", "--server-metrics-url", "off", "--input-len", "fixed:16", "--output-len", "fixed:8"]
 
 
-def _get(url: str, data: bytes | None = None) -> str:
-    req = urllib.request.Request(url, data=data, method="POST" if data is not None else "GET")
-    with urllib.request.urlopen(req, timeout=10) as r:
-        return r.read().decode(errors="replace")
-
-
-def _requests_jsonl_option() -> list[str]:
-    """--llm-requests-jsonl where this checkout has it (another issue adds it)."""
-    return ["--llm-requests-jsonl"] if Path("telemetry/requestlog.py").exists() else []
+def _text(url: str, data: bytes | None = None) -> str:
+    return http_get(url, data).decode(errors="replace")
 
 
 def _outputs(tmp: Path) -> dict[str, list[str]]:
     return {"summary": ["--llm-summary-json", str(tmp / "s.json")], "report": ["--llm-report", str(tmp / "r.html")],
             "csv": ["--llm-csv", str(tmp / "llm")], "locust-csv": ["--csv", str(tmp / "locust")],
             "locust-html": ["--html", str(tmp / "locust.html")],
-            **({"requests": [*_requests_jsonl_option(), str(tmp / "req.jsonl")]} if _requests_jsonl_option() else {})}
+            "requests": ["--llm-requests-jsonl", str(tmp / "req.jsonl")]}
 
 
 def _files(tmp: Path) -> dict[str, str]:
@@ -57,21 +50,24 @@ def test_the_key_reaches_the_server_and_no_output_of_the_run(tmp_path):
     with server, ui:
         wait_http(f"{host}/health", proc=server)
         wait_http(f"{base}/", proc=ui)
-        seen["start page"] = _get(f"{base}/")
+        seen["start page"] = _text(f"{base}/")
         form = {"user_count": "2", "spawn_rate": "2", "host": host, "api_key": "", "input_len": "fixed:16"}
-        seen["form answer"] = _get(f"{base}/swarm", urllib.parse.urlencode(form).encode())
-        time.sleep(3)
+        seen["form answer"] = _text(f"{base}/swarm", urllib.parse.urlencode(form).encode())
+        # the run under way (was a 3 s sleep): the server has seen a few requests, the client-load sampler a report
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and (sum(json.loads(_text(f"{host}/stats"))["auth"].values()) < 5
+                                               or not json.loads(_text(f"{base}/llm/client-load"))["workers"]):
+            time.sleep(0.2)
         routes = ("/llm/live", "/llm/live.csv", "/llm/metrics", "/llm/report", "/llm/client-load", "/stats/requests",
                   "/logs", "/")
         for route in routes:
             try:
-                seen[route] = _get(base + route)
+                seen[route] = _text(base + route)
             except urllib.error.HTTPError as e:
                 raise AssertionError(f"{route}: HTTP {e.code}\n{ui.output()[-3000:]}") from None
-        seen["refused form"] = _get(f"{base}/swarm", urllib.parse.urlencode({**form, "input_len": "x"}).encode())
-        _get(f"{base}/stop", b"")
-        time.sleep(1)
-        auth = json.loads(_get(f"{host}/stats"))["auth"]
+        seen["refused form"] = _text(f"{base}/swarm", urllib.parse.urlencode({**form, "input_len": "x"}).encode())
+        _text(f"{base}/stop", b"")
+        auth = json.loads(_text(f"{host}/stats"))["auth"]
         ui.signal(signal.SIGTERM)
         ui.wait(30)
         log = ui.output()
@@ -82,8 +78,7 @@ def test_the_key_reaches_the_server_and_no_output_of_the_run(tmp_path):
     files = _files(out_dir)
     names = set(files)
     assert {"s.json", "r.html", "llm_llm_stats.csv", "locust_stats.csv"} <= names, names  # (--html: headless only)
-    if _requests_jsonl_option():
-        assert files["req.jsonl"].count("\n") >= 5
+    assert files["req.jsonl"].count("\n") >= 5
     assert "LLM summary" in log and len(files["s.json"]) > 1000
     for where, text in {**seen, **files, "log": log}.items():
         assert KEY not in text and KEY[:16] not in text, where
@@ -105,7 +100,7 @@ def test_the_key_from_locust_api_key_or_api_key_file_reaches_the_server_and_no_o
                      str(tmp_path / "file.json")], name="file")  # fmt: skip
         with env, file:
             assert env.wait(60) == 0 and file.wait(60) == 0, (env.output()[-2000:], file.output()[-2000:])
-        auth = json.loads(_get(f"{host}/stats"))["auth"]
+        auth = json.loads(_text(f"{host}/stats"))["auth"]
     assert set(auth) == {f"Bearer {key_env}", f"Bearer {key_file}"} and min(auth.values()) >= 3, auth
     summaries = [(tmp_path / name).read_text() for name in ("env.json", "file.json")]
     for text in (env.output(), file.output(), *summaries):

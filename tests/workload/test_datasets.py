@@ -88,6 +88,7 @@ def test_a_bad_record_names_file_and_line(tmp_path, lines, fmt, where, why):
     assert "\n" not in msg
 
 
+@pytest.mark.slow
 def test_a_bad_record_stops_locust_at_start_with_one_line(tmp_path):
     p = tmp_path / "bad.jsonl"
     p.write_text('{"prompt": "ok"}\n{"prompt": null}\n', encoding="utf-8")

@@ -57,6 +57,7 @@ def test_the_option_keeps_the_rule_as_text_for_the_workers() -> None:
         "beta->v1 when ttft_p99>+20% for 2 windows")
 
 
+@pytest.mark.slow
 def test_bad_rule_stops_locust_at_start_with_the_form() -> None:
     """Through Locust's real parser: exit 2, one line naming the form, no traceback."""
     import subprocess
@@ -70,6 +71,7 @@ def test_bad_rule_stops_locust_at_start_with_the_form() -> None:
     assert "FROM->TO when" in p.stderr
 
 
+@pytest.mark.slow
 def test_a_version_the_route_table_lacks_stops_locust_at_start() -> None:
     """--route-fallback and --route-tokenizers naming a version not in --route-table: exit 2 with one line
     before any user starts (the web UI's test start checks the same function again)."""

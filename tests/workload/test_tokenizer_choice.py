@@ -79,6 +79,7 @@ def test_an_explicit_tokenizer_and_a_model_folder(tmp_path):
     assert (chosen.name, chosen.source, chosen.hash) == (str(tmp_path), "model", tokenizer_hash("deepseek-v2"))
 
 
+@pytest.mark.slow
 def test_every_name_that_works_is_listed_once_in_the_error_and_the_cli_help():
     import subprocess
 

@@ -14,6 +14,8 @@ import pytest
 from tests.support import PY, Proc, free_port, wait_http
 from users.sse import SSEParser
 
+pytestmark = pytest.mark.slow  # every test here starts a real process
+
 
 @pytest.fixture(scope="module")
 def server():

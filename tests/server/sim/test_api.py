@@ -10,6 +10,8 @@ import pytest
 from tests.server.sim.helpers import get, post, running_sim, sse_events, stream
 from workload.tokenizers import load_tokenizer, render_chat
 
+pytestmark = pytest.mark.slow  # every test here starts a real process
+
 TOK = load_tokenizer("deepseek-v4")
 MESSAGES = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Name three rivers."}]
 

@@ -9,6 +9,8 @@ import pytest
 
 from tests.support import PY, ROOT, Proc, wait_http
 
+pytestmark = pytest.mark.slow  # every test here starts a real process
+
 
 @pytest.mark.parametrize("flags, fragment", [
     (["--time-scale", "0"], "--time-scale"),

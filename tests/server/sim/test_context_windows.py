@@ -50,6 +50,7 @@ def test_users_pick_each_profiles_tokenizer():
         assert choose_tokenizer(AUTO, model).name in ("deepseek-v2", "deepseek-v3", "deepseek-r1"), model
 
 
+@pytest.mark.slow
 def test_v3_serves_nearly_128k_tokens_and_refuses_more():
     src = SyntheticPrompts(load_tokenizer("deepseek-v3"), chat=False)
     rng = np.random.default_rng(0)

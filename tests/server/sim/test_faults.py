@@ -36,6 +36,7 @@ def _raw_stream(port: int, body: dict, timeout: float) -> tuple[bytes, str]:
         s.close()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["500", "429"])
 def test_immediate_error_statuses(kind):
     with running_sim("--time-scale", "20", "--fault-rate", "1", "--fault-kinds", kind) as proc:
@@ -46,6 +47,7 @@ def test_immediate_error_statuses(kind):
             assert headers["retry-after"] == "1"
 
 
+@pytest.mark.slow
 def test_cut_closes_mid_stream_without_done():
     with running_sim("--time-scale", "20", "--fault-rate", "1", "--fault-kinds", "cut") as proc:
         raw, how = _raw_stream(proc.port, BODY, timeout=10)
@@ -56,6 +58,7 @@ def test_cut_closes_mid_stream_without_done():
             post(proc.port, "/v1/completions", {k: v for k, v in BODY.items() if k != "stream"})
 
 
+@pytest.mark.slow
 def test_junk_inserts_one_malformed_data_line_and_finishes():
     with running_sim("--time-scale", "20", "--fault-rate", "1", "--fault-kinds", "junk") as proc:
         raw, how = _raw_stream(proc.port, BODY, timeout=10)
@@ -71,6 +74,7 @@ def test_junk_inserts_one_malformed_data_line_and_finishes():
     assert raw.count(b'"finish_reason"') == 40  # every real token still arrives
 
 
+@pytest.mark.slow
 def test_hang_stops_sending_but_keeps_the_connection():
     with running_sim("--time-scale", "20", "--fault-rate", "1", "--fault-kinds", "hang") as proc:
         raw, how = _raw_stream(proc.port, BODY, timeout=1.5)
@@ -82,6 +86,7 @@ def test_hang_stops_sending_but_keeps_the_connection():
         assert metric_value(text, "vllm:request_success_total", {"finished_reason": "abort"}) == 1
 
 
+@pytest.mark.slow
 def test_partial_fault_rate_fails_some_and_serves_the_rest():
     with running_sim("--time-scale", "20", "--fault-rate", "0.5", "--fault-kinds", "500", "--seed", "7") as proc:
         codes = [post(proc.port, "/v1/completions", {"prompt": "x", "max_tokens": 2})[0] for _ in range(40)]

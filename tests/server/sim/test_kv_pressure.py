@@ -7,8 +7,11 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
+import pytest
 
 from tests.server.sim.helpers import get, metric_value, running_sim, stream
+
+pytestmark = pytest.mark.slow  # every test here starts a real process
 
 
 def test_small_pool_fills_queues_preempts_and_every_request_completes_exactly():

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from server.sim.metrics import ITL_BUCKETS, REQUEST_LATENCY_BUCKETS, TTFT_BUCKETS, EngineMetrics, build_1_2_5_buckets
@@ -38,6 +39,7 @@ def test_bucket_builders_match_vllm():
     assert m.ttft.cumulative()[:2] == [("0.001", 1), ("0.005", 2)] and m.ttft.count == 2
 
 
+@pytest.mark.slow
 def test_metrics_parse_with_vllm_names_types_labels_and_follow_the_engine():
     with running_sim("--time-scale", "20", "--num-gpu-blocks", "300", "--max-model-len", "1024") as proc:
         total_out = 0
@@ -75,6 +77,7 @@ def test_metrics_parse_with_vllm_names_types_labels_and_follow_the_engine():
     assert info.value == 1 and info.labels["block_size"] == "16" and info.labels["num_gpu_blocks"] == "300"
 
 
+@pytest.mark.slow
 def test_legacy_flag_adds_pre_v1_names():
     with running_sim("--time-scale", "20", "--legacy-metrics") as proc:
         post(proc.port, "/v1/completions", {"prompt": "x", "max_tokens": 5, "ignore_eos": True})

@@ -14,7 +14,7 @@ import pytest
 
 from server.sim.profiles import available, load_profile
 from server.sim.scheduler import FINISHED, RUNNING, WAITING, Scheduler, SimRequest
-from tests.server.sim.test_scheduler import IDS, req, sched
+from tests.server.sim.sched import IDS, req, sched
 
 
 def _check_pool(s: Scheduler) -> None:

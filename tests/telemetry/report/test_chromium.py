@@ -13,6 +13,8 @@ from telemetry.report import render
 from tests.requires import require_tool
 from tests.telemetry.report.synthetic import single_stage_no_server, sweep_summary
 
+pytestmark = pytest.mark.slow  # every test here starts a real process
+
 FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
          "--disable-sync", "--no-first-run", "--window-size=1400,1000")
 

@@ -13,6 +13,7 @@ from server.sim.tracing import SimTracer
 from telemetry.traces.join import ClientRecord, TraceJoin
 from telemetry.traces.otlp import ServerSpan, parse_request
 from telemetry.traces.tail import composition
+from tests.requires import VLLM, require
 from users.tracing import RequestIds, span_id_of, trace_id_of
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -58,9 +59,9 @@ def test_sim_span_continues_the_trace_and_reads_back():
         parse_request(b"\xff\xff not protobuf")
 
 
-@pytest.mark.skipif(not VLLM_SITE, reason=".venv-vllm not built")
 def test_sim_span_uses_vllms_attribute_names():
     """Every attribute the simulator sets is one vLLM 0.32's do_tracing sets on its llm_request span."""
+    require(None if VLLM_SITE else ".venv-vllm not built (make vllm-env)", VLLM)
     utils = (VLLM_SITE[0] / "tracing" / "utils.py").read_text()
     names = dict(re.findall(r"^\s+(GEN_AI_[A-Z0-9_]+) = \"([a-z0-9_.]+)\"", utils, re.M))
     proc = (VLLM_SITE[0] / "v1" / "engine" / "output_processor.py").read_text()
@@ -146,3 +147,58 @@ def test_the_answer_and_reasoning_stamps_follow_the_first_chunks_bound():
     a = _arrivals(times)
     assert _restamped(5.0, times, a) == 3.0 and _restamped(4.0, times, a) == 4.0
     assert _restamped(None, times, a) is None and _restamped(None, [], _arrivals([])) is None
+
+
+def _receiver_plugin(**opts):
+    """A local run with the traces plugin installed and started with these options."""
+    from telemetry.traces.plugin import install as install_traces
+    from tests.telemetry.helpers import local_env
+
+    env, _hub, role = local_env(otlp_grace=0.0, **opts)
+    plugin = install_traces(env)
+    env.events.test_start.fire(environment=env)
+    return plugin, role
+
+
+def _post_traces(host: str, port: int) -> int:
+    import urllib.request
+
+    req = urllib.request.Request(f"http://{host}:{port}/v1/traces", data=b"", method="POST",
+                                 headers={"Content-Type": "application/x-protobuf"})  # fmt: skip
+    with urllib.request.urlopen(req, timeout=5) as r:
+        return r.status
+
+
+def test_otlp_receiver_binds_the_host_it_is_given():
+    """--otlp-receiver-host: the receiver listens on that address (127.0.0.2 here), not on 127.0.0.1."""
+    import urllib.error
+
+    from tests.support import free_port
+
+    port = free_port()
+    plugin, role = _receiver_plugin(otlp_receiver=port, otlp_receiver_host="127.0.0.2")
+    try:
+        assert plugin.receiver is not None and plugin.receiver.host == "127.0.0.2"
+        assert _post_traces("127.0.0.2", port) == 200
+        with pytest.raises(urllib.error.URLError):
+            _post_traces("127.0.0.1", port)
+    finally:
+        plugin.stop_receiver()
+        role.close()
+
+
+def test_otlp_receiver_on_a_busy_port_is_one_error_line_and_no_receiver(caplog):
+    import socket
+
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        with caplog.at_level("ERROR"):
+            plugin, role = _receiver_plugin(otlp_receiver=port)
+        try:
+            assert plugin.receiver is None
+            lines = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
+            assert len(lines) == 1 and lines[0].startswith(f"--otlp-receiver: cannot listen on 127.0.0.1:{port}: ")
+        finally:
+            role.close()
