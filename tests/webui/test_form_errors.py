@@ -43,7 +43,8 @@ def test_unknown_shape_is_refused_naming_the_choices(env, name):
     r = _swarm(env, shape=name)
     assert r == {
         "success": False,
-        "message": f"--shape: {name!r} is not one of none, concurrency-sweep, length-sweep, rate-sweep, trace-replay",
+        "message": f"--shape: {name!r} is not one of "
+        "none, concurrency-sweep, length-sweep, rate-sweep, trace-replay, slo-search",
         "host": env.host,
     }
     gevent.sleep(0.3)
