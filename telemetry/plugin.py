@@ -29,22 +29,25 @@ from locust.runners import MasterRunner, WorkerRunner
 from telemetry.detectors import LiveDetectors
 from telemetry.distributed import WorkerWatch, drain_final_reports
 from telemetry.exporter import Exporter
-from telemetry.fallback import RouteFallback, fallback_section
 from telemetry.hooks import deliver_to
 from telemetry.hub import TelemetryHub
 from telemetry.options import LLM_PROGRESS_INTERVAL_DEFAULT, PROMETHEUS_HOST_DEFAULT, SERVER_METRICS_INTERVAL_DEFAULT
 from telemetry.progress import progress_line
 from telemetry.requestlog import REPORT_KEY as REQUESTS_KEY
 from telemetry.requestlog import RequestLog, read_records, record_of, request_log_for, wants_request_log
+from telemetry.routing import (
+    RouteFallback,
+    announce,
+    fallback_section,
+    start_fallback,
+    version_backends,
+    versions_section,
+)
 from telemetry.runrecord import RunRecorder, fetch_block_size
 from telemetry.scraper import ServerScraper, metrics_url
 from telemetry.sinks import console_table, write_csv, write_json
 from telemetry.slo import EXIT_CODE, failure_lines
-from telemetry.versions import versions_section
 from telemetry.vllmbench import write_vllm_bench
-from users.options import route_fallback_from, route_table_from
-from users.plugin import apply_fallback
-from workload.routing import ROUTE_FALLBACK_MESSAGE, ROUTE_FALLBACK_OPTION
 
 log = logging.getLogger(__name__)
 REPORT_KEY = "llm"
@@ -297,55 +300,27 @@ class SummarizingRole(Role):
 
     def _start_fallback(self) -> None:
         """--route-fallback: the rule, checked against the route table's versions (a bad one is logged, not run)."""
-        self.fallback = None
-        options = self.environment.parsed_options
-        if options is not None and getattr(options, ROUTE_FALLBACK_OPTION, None) is not None:
-            setattr(options, ROUTE_FALLBACK_OPTION, None)  # a new test routes by the table again
-        text = getattr(options, "route_fallback", None)
-        if not text:
-            return
-        try:
-            rule = route_fallback_from(options)
-        except ValueError as e:
-            log.error(f"{e}; the fallback rule is not run")
-            self.merger.route_fallback = {"rule": str(text), "fired": False, "error": str(e)}
-            return
-        self.fallback = RouteFallback(rule, self.merger.attribution_window)
-        self.merger.route_fallback = dict(self.fallback.state)
+        self.fallback, self.merger.route_fallback = start_fallback(self.environment.parsed_options,
+                                                                   self.merger.attribution_window)  # fmt: skip
 
     def check_fallback(self, view, until_s: float) -> None:
         """Judge the fallback rule; when it fires, move the buckets (this process's users, or every worker's)."""
         fb = self.fallback
         if fb is None:
             return
-        fired = fb.check(view, until_s, time.time() - self.merger.t0_wall)
-        if fired:
-            msg = {"from": fb.rule.source, "to": fb.rule.target}
-            runner = self.environment.runner
-            if isinstance(runner, MasterRunner):
-                runner.send_message(ROUTE_FALLBACK_MESSAGE, msg)
-                if self.environment.parsed_options is not None:  # for a worker that connects later
-                    setattr(self.environment.parsed_options, ROUTE_FALLBACK_OPTION, msg)
-            else:
-                apply_fallback(self.environment, msg)
+        if fb.check(view, until_s, time.time() - self.merger.t0_wall):
+            announce(self.environment, fb)
         self.merger.route_fallback = dict(fb.state)
 
     def _start_version_scrapers(self) -> None:
         """With --route-table: scrape every version's backend (its own /metrics) unless --server-metrics-url off."""
         self._stop_version_scrapers(final_scrape=False)
         options = self.environment.parsed_options
-        try:
-            table = route_table_from(options)
-        except ValueError:
-            return
-        option = getattr(options, "server_metrics_url", None)
-        if table is None or (option and str(option).strip().lower() == "off"):
-            return
         interval = float(getattr(options, "server_metrics_interval", None) or SERVER_METRICS_INTERVAL_DEFAULT)
-        for _lo, _hi, route in table.spans:
-            if route.version not in self.merger.version_scrapers:
-                scraper = ServerScraper(metrics_url(None, route.base_url), interval)
-                self.merger.version_scrapers[route.version] = scraper
+        for version, url in version_backends(options).items():
+            if version not in self.merger.version_scrapers:
+                scraper = ServerScraper(url, interval)
+                self.merger.version_scrapers[version] = scraper
                 scraper.start(self.merger.t0_wall)
 
     def _stop_version_scrapers(self, final_scrape: bool) -> None:

@@ -28,7 +28,7 @@ from server.sim.metrics import CONTENT_TYPE, HeaderCollector, render
 from server.sim.scheduler import FINISHED, SimRequest
 from server.sim.textgen import Vocabulary
 from workload.lengths import LengthDist
-from workload.routing import TOKENIZER_HEADERS
+from workload.routing.table import TOKENIZER_HEADERS
 from workload.tokenizers import ChatRenderer, ChatTemplateError, render_chat
 
 REASONING_FIELDS = ("reasoning_content", "reasoning", "think-tags")

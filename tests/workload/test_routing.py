@@ -8,8 +8,8 @@ import hashlib
 import numpy as np
 import pytest
 
-from users.options import route_table_arg, route_table_from
-from workload.routing import (
+from users.routing import route_table_arg, route_table_from
+from workload.routing.table import (
     DEFAULT_BUCKET_TABLE,
     BucketTable,
     Route,
@@ -105,7 +105,7 @@ def test_option_type_validator_and_reader():
 def test_option_registered_on_locust_parser(monkeypatch):
     from locust.argument_parser import get_empty_argument_parser, setup_parser_arguments
 
-    from users.options import add_arguments
+    from users.routing import add_arguments
 
     def get_parser():
         # Locust's own parser without firing the global init_command_line_parser event: another test may
@@ -115,12 +115,12 @@ def test_option_registered_on_locust_parser(monkeypatch):
         return parser
 
     parser = get_parser()
-    add_arguments(parser)
+    add_arguments(parser, None)
     opts = parser.parse_args(["--route-table", "v1=http://a:1@0-99"])
     assert opts.route_table == "v1=http://a:1@0-99"
     monkeypatch.setenv("LOCUST_ROUTE_TABLE", "x=http://c:3@0-99")
     parser = get_parser()
-    add_arguments(parser)
+    add_arguments(parser, None)
     assert parser.parse_args([]).route_table == "x=http://c:3@0-99"
 
 
