@@ -43,3 +43,18 @@ def test_enabling_where_the_option_is_missing_says_so() -> None:
 
     assert netstamp.enable(NoOption()) is False
     assert netstamp.enable(None) is False  # no socket (a pooled one taken back)
+
+
+def test_the_kernel_stamp_is_read_in_one_place() -> None:
+    """No other product module names the socket option: the client and the servers go through this module."""
+    import ast
+
+    from tests.test_layers import project_modules
+
+    named = set()
+    for mod, path in project_modules().items():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if (isinstance(node, ast.Attribute) and node.attr == "SO_TIMESTAMPNS") or (
+                    isinstance(node, ast.Constant) and node.value == "SO_TIMESTAMPNS"):
+                named.add(mod)
+    assert named == {"workload.netstamp"}

@@ -132,3 +132,19 @@ def test_metadata_headers_carry_real_tokenizer_hash():
     assert headers["X-Compat-Level"] == "backward"
     with pytest.raises(ValueError):
         metadata_headers("v1", "deepseek-v4", compat_level="sideways")
+
+
+def test_every_route_option_is_registered_in_one_module() -> None:
+    """The gray-routing options (--route-*) are registered by users/routing.py alone, which also parses them."""
+    import ast
+    import re
+
+    from tests.test_layers import project_modules
+
+    where: dict[str, set[str]] = {}
+    for mod, path in project_modules().items():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant) and re.fullmatch(
+                    r"--route-[a-z-]+", str(node.args[0].value)):
+                where.setdefault(str(node.args[0].value), set()).add(mod)
+    assert where == {o: {"users.routing"} for o in ("--route-table", "--route-tokenizers", "--route-fallback")}
