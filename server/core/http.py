@@ -205,8 +205,12 @@ class Connection(asyncio.Protocol):
         self._continued = False
         conn_hdr = headers.get("connection", "").lower()
         self.keep_alive = conn_hdr != "close" and (version != "HTTP/1.0" or conn_hdr == "keep-alive")
-        split = urlsplit(target)
-        req = Request(method.upper(), split.path, parse_qs(split.query), headers, body, self.arrival)
+        if "?" in target or "#" in target or not target.startswith("/"):
+            split = urlsplit(target)
+            path, query = split.path, parse_qs(split.query)
+        else:  # the usual origin-form path: nothing to split
+            path, query = target, {}
+        req = Request(method.upper(), path, query, headers, body, self.arrival)
         self.arrival = None  # a request parsed later from the buffer starts when it is parsed
         self.busy = True
         handler = self.routes.get((req.method, req.path))
@@ -215,7 +219,7 @@ class Connection(asyncio.Protocol):
         try:
             result = handler(req, self)
             if asyncio.iscoroutine(result):
-                asyncio.ensure_future(self._await(result))
+                asyncio.get_running_loop().create_task(self._await(result))
         except Exception:
             log.exception("handler for %s %s failed", req.method, req.path)
             self._internal_error()
