@@ -1,6 +1,7 @@
 """The live figures of a running test (the web UI's LLM tab, ``/llm/live``): a function of a run view.
 
-Per stage in run order ``{"stage", "requests", "output_tok_s"}`` plus ``<key>_p50_ms`` / ``<key>_p99_ms`` of each
+Per stage in run order ``{"stage", "requests", "output_tok_s", "server_kv_usage", "client_kv_block_fill"}`` (the
+stage's mean scraped server KV usage and client KV block fill, 0..1) plus ``<key>_p50_ms`` / ``<key>_p99_ms`` of each
 ``live`` metric of telemetry.metrics (``ttft_p50_ms``, ``ttst_p99_ms``...; merged across workers, quantiles from
 merged sketches), and
 for the run ``elapsed_s``, ``workers``, ``server_kv_usage`` (the latest scrape), ``client_kv_block_fill`` and
@@ -12,6 +13,8 @@ failures) and ``route_fallback`` (the rule and whether it switched, telemetry/ro
 """
 
 from __future__ import annotations
+
+import math
 
 from telemetry.metrics import keys
 from telemetry.recorder import Recorder
@@ -31,6 +34,9 @@ def live(view: RunView) -> dict:
                 row[f"{m}_{name}_ms"] = None if v is None else v * 1000.0
         span = end - start
         row["output_tok_s"] = sum(c.output_tokens for c in cells) / span if span > 0 else None
+        usages = view.server_kv_usages(start, end if end < view.duration_s else math.inf)  # the running one: all
+        row["server_kv_usage"] = sum(usages) / len(usages) if usages else None
+        row["client_kv_block_fill"] = view.client_kv_fill_of(st.name)
         stages.append(row)
     latest = view.server_latest
     return {

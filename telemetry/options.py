@@ -9,7 +9,7 @@ import argparse
 from pathlib import Path
 
 from telemetry.compare import CompareError, load
-from telemetry.slo import PRESETS
+from telemetry.slo import NO_PRESET, PRESET_CHOICES
 from workload.argtypes import (
     fraction,
     milliseconds,
@@ -199,10 +199,11 @@ def add_arguments(parser) -> None:
     )
     a(
         "--slo-preset",
-        choices=sorted(PRESETS),
+        choices=PRESET_CHOICES,
         env_var="LOCUST_SLO_PRESET",
-        default=None,
-        help="SLO preset: seed = TTFT p99 800 ms, ITL p95 120 ms, decode span p99 2500 ms (explicit options win)",
+        default=NO_PRESET,
+        help="SLO preset: none (the default: only the --slo-* options given) or seed = TTFT p99 800 ms, ITL p95 "
+        "120 ms, decode span p99 2500 ms (explicit options win)",
     )
     a(
         "--llm-stop-on",

@@ -46,7 +46,7 @@ from telemetry.routing import (
 from telemetry.runrecord import RunRecorder, fetch_block_size
 from telemetry.scraper import ServerScraper, metrics_url
 from telemetry.sinks import console_table, write_csv, write_json
-from telemetry.slo import EXIT_CODE, failure_lines
+from telemetry.slo import EXIT_CODE, failure_lines, verdict_line
 from telemetry.vllmbench import write_vllm_bench
 
 log = logging.getLogger(__name__)
@@ -249,6 +249,15 @@ class SummarizingRole(Role):
         self._detect.stop()
         self._stop_progress()
         self.merger.end_run()
+        if not getattr(self.environment.parsed_options, "headless", False):
+            self.log_slo_verdict()
+
+    def log_slo_verdict(self) -> None:
+        """A web UI run ends without the console table (the process goes on): its SLO verdict goes to the log (a
+        headless run's is in the table and the CHECK FAILED lines at quit)."""
+        line = verdict_line(self.hub.summary()["slo"])
+        if line is not None:
+            (log.info if line.startswith("SLO passed") else log.error)(line)
 
     def _start_progress(self) -> None:
         """--llm-progress-interval: one progress line per interval in a headless run (telemetry/progress.py)."""

@@ -15,6 +15,7 @@ from pathlib import Path
 import orjson
 
 from telemetry.metrics import having
+from telemetry.slo import verdict_line
 
 Q_COLUMNS = ("count", "mean", "p50", "p90", "p95", "p99", "max")
 
@@ -52,13 +53,8 @@ def console_table(s: dict) -> str:
         lines.append(f"client KV block fill (blocks of 16): mean {s['client_kv_block_fill']['mean']:.1%}")
     if _has_stage_table(s["stages"]):
         lines.extend(stage_table(s["stages"], s.get("saturation")))
-    if s["slo"]["checks"]:
-        verdict = "passed" if s["slo"]["passed"] else "FAILED"
-        parts = ", ".join(
-            f"{c['name']} {_f(c['value'], '{:.4g}')} <= {c['threshold']:g}: {'ok' if c['passed'] else 'no'}"
-            for c in s["slo"]["checks"]
-        )
-        lines.append(f"SLO {verdict}: {parts}")
+    if (slo_line := verdict_line(s["slo"])) is not None:
+        lines.append(slo_line)
     if s.get("workers_lost"):
         lines.append(
             f"WARNING: worker(s) lost mid-run, numbers hold only what they reported: {', '.join(s['workers_lost'])}"

@@ -64,6 +64,10 @@ PRESETS: dict[str, dict[str, float]] = {
     "seed": {"ttft_p99_ms": 800.0, "itl_p95_ms": 120.0, "drift_p99_ms": 2500.0},
 }
 """``--slo-preset`` values; ``seed`` is the seed article's table in section 2.5."""
+NO_PRESET = "none"
+"""``--slo-preset none`` (the default): no preset thresholds, only the explicit ``--slo-*`` options. A choice of its
+own so the web UI's drop-down can offer "no SLO" (a select always submits one of its choices)."""
+PRESET_CHOICES = (NO_PRESET, *sorted(PRESETS))
 WHEN_REASONING: dict[str, tuple[str, str]] = {"seed": ("ttft_p99_ms", "ttfa_p99_ms")}
 """A preset's threshold that also applies to another objective when the model reasons: the seed's TTFB
 (TTFT) threshold bounds the time to the first ANSWER token of an R1-style model too."""
@@ -86,7 +90,7 @@ class SloSet:
         thresholds: dict[str, float] = {}
         reasoning: set[str] = set()
         preset = getattr(options, "slo_preset", None)
-        if preset:
+        if preset and preset != NO_PRESET:
             thresholds.update(PRESETS[preset])
             if preset in WHEN_REASONING:
                 src, dst = WHEN_REASONING[preset]
@@ -146,3 +150,17 @@ def failure_lines(checks: list[dict]) -> list[str]:
                 f"CHECK FAILED: {c['name']} {c['value']:.4g} > {c['threshold']:g} (threshold {c['threshold']:g})"
             )
     return lines
+
+
+def verdict_line(slo: dict) -> str | None:
+    """``SLO passed: ttft_p99_ms 412 <= 800: ok, ...`` from a summary's ``slo`` section; None without objectives.
+    The console table's line, the web UI's log line at the end of a run and the LLM tab's SLO card."""
+    checks = slo.get("checks") or []
+    if not checks:
+        return None
+    parts = ", ".join(
+        f"{c['name']} {'-' if c['value'] is None else format(c['value'], '.4g')} <= {c['threshold']:g}: "
+        f"{'ok' if c['passed'] else 'no'}"
+        for c in checks
+    )
+    return f"SLO {'passed' if slo.get('passed') else 'FAILED'}: {parts}"

@@ -80,9 +80,7 @@ def _stage_entry(view: RunView, stage, start_s: float, end_s: float) -> dict:
     span = end_s - start_s
     kv = view.merged.kv_fill.get(stage.name)
     series = view.server_series
-    kv_usage = [
-        s["kv_cache_usage"] for s in series if start_s <= s["t"] < end_s and s.get("kv_cache_usage") is not None
-    ]
+    kv_usage = view.server_kv_usages(start_s, end_s)
     options = view.options
     users = stage.users if stage.users is not None else getattr(options, "num_users", None)
     input_len = stage.input_len if stage.input_len is not None else getattr(options, "input_len", None)
@@ -101,7 +99,7 @@ def _stage_entry(view: RunView, stage, start_s: float, end_s: float) -> dict:
         "output_per_s": out_tokens / span if span > 0 else None,
         "prompt_tokens_mean": prompt_tokens / prompts if prompts else None,
         **{m.summary_key: q_ms(Recorder.merged_sketch(cells, m.key)) for m in having("per_stage")},
-        "client_kv_block_fill": kv.ratio_sum / kv.samples if kv and kv.samples else None,
+        "client_kv_block_fill": view.client_kv_fill_of(stage.name),
         "client_kv_block_fill_var": _var(kv.ratio_sum, kv.sq_sum, kv.samples) if kv else None,
         "server_kv_usage_mean": _mean(kv_usage),
         "server_kv_usage_var": _var(sum(kv_usage), sum(x * x for x in kv_usage), len(kv_usage)),
@@ -168,9 +166,12 @@ def _histograms(cells: list[Cell], metrics: tuple[str, ...], max_bins: int = HIS
     return out
 
 
-def _timeseries(view: RunView) -> dict:
+def timeseries(view: RunView, window_s: float | None = None) -> dict:
+    """The summary's ``timeseries``: client windows of ``window_s`` (default ``--attribution-window``) and the
+    server's scrapes; the live charts pass a shorter window early in a run."""
+    window_s = window_s or view.attribution_window
     windows = []
-    for w in view.windows(view.attribution_window):
+    for w in view.windows(window_s):
         span = w.end_s - w.start_s
         windows.append({
             "start_s": w.start_s,
@@ -181,7 +182,7 @@ def _timeseries(view: RunView) -> dict:
             "output_per_s": w.output_tokens / span if span > 0 else None,
             **{f"{m}_ms": q_ms(s) for m, s in w.sketches.items()},
         })  # fmt: skip
-    return {"window_s": view.attribution_window, "client": windows, "server": view.server_series}
+    return {"window_s": window_s, "client": windows, "server": view.server_series}
 
 
 def default_sections(view: RunView) -> dict:
@@ -252,7 +253,7 @@ def build_summary(view: RunView, hooks: SummaryHooks | None = None) -> dict:
                                  "block_size": view.merged.kv_block, "block_size_source": view.merged.kv_block_source},
         "workers_lost": sorted(view.lost_workers),
         **default_sections(view),
-        "timeseries": _timeseries(view),
+        "timeseries": timeseries(view),
         "histograms": _histograms(cells, tuple(m.key for m in having("distribution"))),
     }
     if hooks is not None:

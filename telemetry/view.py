@@ -101,6 +101,16 @@ class RunView:
             spans.append((st, start, max(end, start)))
         return spans
 
+    def server_kv_usages(self, start_s: float, end_s: float) -> list[float]:
+        """The scraped server KV usages (0..1) taken in ``[start_s, end_s)`` (a stage's span)."""
+        return [d["kv_cache_usage"] for d in self.server_series
+                if start_s <= d["t"] < end_s and d.get("kv_cache_usage") is not None]  # fmt: skip
+
+    def client_kv_fill_of(self, stage: str) -> float | None:
+        """A stage's mean client-side KV block fill (0..1); None before a sample."""
+        kv = self.merged.kv_fill.get(stage)
+        return kv.ratio_sum / kv.samples if kv and kv.samples else None
+
     def version_windows(self, version: str, seconds: float, origin_s: float, count: int) -> list[Window]:
         """``count`` windows of one route version from ``origin_s`` on (the per-version slots: requests, errors,
         sent, and the one-value-per-request metrics; a slot counts in the window its start falls in)."""

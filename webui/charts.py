@@ -25,12 +25,14 @@ from collections.abc import Callable, Mapping
 from html import escape
 
 from flask import Blueprint, Response, request
-from locust.runners import MasterRunner
+from locust.runners import STATE_RUNNING, STATE_SPAWNING, MasterRunner
 
 from telemetry.report.fmt import num
 from telemetry.report.render import CSS
 from telemetry.report.sections import load_charts
 from telemetry.report.timeline import latency_timeline, server_chart, throughput_timeline
+from telemetry.slo import verdict_line
+from telemetry.summary import timeseries
 from webui.table import detector_text
 
 log = logging.getLogger(__name__)
@@ -56,6 +58,22 @@ FIGURES: tuple[tuple[str, Callable[[Mapping], str | list[str]]], ...] = (
     ("load", load_charts),
 )
 """Chart id -> the report's drawing function (one SVG, or a list of them; "" / [] = nothing to draw yet)."""
+
+ACTIVE = (STATE_SPAWNING, STATE_RUNNING)
+LIVE_WINDOWS = 5
+"""The live charts draw the run's windows (``--attribution-window``) once the settled run holds this many of them;
+before, the longest of SHORT_WINDOWS_S that does (2 s windows at 12 s into a run with the default 10 s windows, so
+the over-time charts show from then on, not from the second 10 s window at ~22 s)."""
+SHORT_WINDOWS_S = (5.0, 2.0, 1.0)
+
+
+def live_window(seconds: float, window_s: float) -> float:
+    """The window length the live charts draw ``seconds`` of (settled) run with."""
+    for w in (window_s, *(w for w in SHORT_WINDOWS_S if w < window_s)):
+        if seconds >= LIVE_WINDOWS * w:
+            return w
+    return min(window_s, SHORT_WINDOWS_S[-1])
+
 
 PHASES = {"enter": "starting", "settle": "waiting for the users", "warmup": "warm-up", "hold": "measuring"}
 
@@ -137,13 +155,25 @@ def settled(summary: Mapping, final: bool, lag_s: float = SETTLE_S) -> Mapping:
     return {**summary, "timeseries": {**ts, "client": client}}
 
 
+def _batching_verdict(att) -> str | None:
+    """The post-run dynamic-batching verdict (the summary's ``attribution.batching_failure``) in a few words."""
+    bf = att.get("batching_failure") if isinstance(att, Mapping) else None
+    if not isinstance(bf, Mapping):
+        return None
+    if bf.get("baseline") is None:
+        return "batching not judged (too few windows for a baseline)"
+    if bf.get("verdict"):
+        return f"batching FAILED from {num(bf.get('failed_at_s'))} s"
+    return "batching ok"
+
+
 def _card(key: str, value: str, sub: str = "") -> str:
     return (f'<div class="card" data-key="{escape(key)}"><div class="k">{escape(key)}</div>'
             f'<div class="v">{escape(value)}</div><div class="s">{escape(sub)}</div></div>')  # fmt: skip
 
 
 def stage_view(progress: Mapping | None, live: Mapping, summary: Mapping, users: int | None,
-               state: str | None) -> dict:  # fmt: skip
+               state: str | None, sweep: bool = False) -> dict:  # fmt: skip
     """The stage view's figures (plain data, also in the JSON) from the shape's progress, live() and the summary."""
     stages = live.get("stages") or []
     sat = summary.get("saturation") if isinstance(summary.get("saturation"), Mapping) else {}
@@ -158,8 +188,22 @@ def stage_view(progress: Mapping | None, live: Mapping, summary: Mapping, users:
         "requests": sum(int(s.get("requests") or 0) for s in stages),
         "versions": live.get("versions") or {},
         "route_fallback": live.get("route_fallback"),
+        "slo": summary.get("slo") if isinstance(summary.get("slo"), Mapping) else None,
+        "sweep": sweep,
+        "measured_stages": [st.get("name") for st in summary.get("stages") or []
+                            if isinstance(st, Mapping) and not st.get("warmup")],
+        "batching": _batching_verdict(summary.get("attribution")),
     }
     return out
+
+
+def slo_card(slo: Mapping | None, running: bool) -> str:
+    """The SLO verdict (the summary's ``slo``: the same checks as the end-of-run gate), "so far" while running."""
+    line = verdict_line(slo) if slo else None
+    if line is None:
+        return _card("SLO", "none", "no objective set (--slo-preset, --slo-*)")
+    verdict, _, checks = line.partition(": ")
+    return _card("SLO", verdict.removeprefix("SLO ") + (" so far" if running else ""), checks)
 
 
 def stage_html(v: Mapping) -> str:
@@ -174,6 +218,10 @@ def stage_html(v: Mapping) -> str:
         else:
             cards.append(_card("time left", f"{p['left_s']:.0f} s", f"{phase}: {p['phase_s']:.0f} of "
                                                                      f"{p['phase_len_s']:.0f} s"))
+    elif v.get("sweep") and v.get("measured_stages") and v.get("state") not in ACTIVE:
+        measured = v["measured_stages"]
+        cards.append(_card("stage", f"sweep {v.get('state') or 'done'}", f"{len(measured)} stage(s) measured: "
+                                                                         f"{', '.join(map(str, measured))}"))
     else:
         cards.append(_card("stage", str(v.get("stage") or "–"), "no sweep shape: Locust's users and run time"))
     cards.append(_card("users", num(v.get("users")), f"{v.get('state') or '?'} · {num(v.get('elapsed_s'))} s · "
@@ -183,9 +231,13 @@ def stage_html(v: Mapping) -> str:
         cards.append(_card("saturation", f"knee at {sat['stage']}", str(sat.get("reason") or "")))
     else:
         cards.append(_card("saturation", "no knee yet", str(sat.get("reason") or "no verdict yet")))
+    cards.append(slo_card(v.get("slo"), v.get("state") in ACTIVE))
     det = v.get("detectors")
-    cards.append(_card("live detectors", detector_text(det) if det else "–",
-                       "" if det else "no detector state yet (telemetry/detectors.py)"))
+    if v.get("state") not in ACTIVE and v.get("batching") and v.get("requests"):  # the run is over: its verdict
+        cards.append(_card("detectors", v["batching"], f"last live check: {detector_text(det)}" if det else ""))
+    else:
+        cards.append(_card("live detectors", detector_text(det) if det else "–",
+                           "" if det else "no detector state yet (telemetry/detectors.py)"))
     for version, b in (v.get("versions") or {}).items():  # each route version's own backend (--route-table)
         kv = b.get("kv_cache_usage")
         cards.append(_card(f"version {version}", "–" if kv is None else f"KV {kv:.0%}",
@@ -221,10 +273,11 @@ class ChartsPage:
         progress = shape.progress() if callable(getattr(shape, "progress", None)) else None
         runner = env.runner
         view = stage_view(progress, live, summary, getattr(runner, "user_count", None),
-                          getattr(runner, "state", None))  # fmt: skip
+                          getattr(runner, "state", None), sweep=callable(getattr(shape, "progress", None)))  # fmt: skip
         figures = []
         lag = SETTLE_MASTER_S if isinstance(runner, MasterRunner) else SETTLE_S
-        drawing = settled(summary, final is not None, lag)
+        over = final is not None or getattr(runner, "state", None) not in ACTIVE  # a web run stopped: no final yet
+        drawing = settled(self.with_live_windows(summary, over, lag), over, lag)
         for fid, draw in FIGURES:
             drawn = draw(drawing)
             for i, svg in enumerate([drawn] if isinstance(drawn, str) else drawn):
@@ -233,6 +286,17 @@ class ChartsPage:
         out = {"status": view, "status_html": stage_html(view), "figures": figures}
         self._cache = (now, out)
         return out
+
+    def with_live_windows(self, summary: dict, final: bool, lag: float) -> dict:
+        """``summary`` with its client windows redrawn at :func:`live_window`'s length (the same windows when the
+        run is long enough for its own)."""
+        duration, window = summary.get("duration_s"), (summary.get("timeseries") or {}).get("window_s")
+        if not isinstance(duration, int | float) or not isinstance(window, int | float) or window <= 0:
+            return summary
+        w = live_window(duration - (0.0 if final else lag), window)
+        if w == window:
+            return summary
+        return {**summary, "timeseries": timeseries(self.environment.llm_telemetry.view(), w)}
 
     def data_response(self) -> Response:
         try:

@@ -29,12 +29,13 @@ import logging
 from typing import Any
 
 from flask import Blueprint, Response, jsonify, request
-from locust.runners import STATE_RUNNING, STATE_SPAWNING
+from locust.runners import STATE_INIT, STATE_RUNNING, STATE_SPAWNING
 from werkzeug.datastructures import ImmutableMultiDict
 
 from webui.charts import install as install_charts
 from webui.client_load import install as install_client_load
 from webui.downloads import install as install_downloads
+from webui.form_layout import install as install_form_layout
 from webui.metrics import install as install_metrics
 from webui.report import install as install_report
 from webui.secrets import install as install_secrets
@@ -55,6 +56,10 @@ class LLMTab:
     def __init__(self, environment) -> None:
         self.environment = environment
         self._warned = False
+        self._starting = False
+        """A start was accepted and the runner is still "ready": the test_start listeners (model and tokenizer
+        discovery, ~2 s) run before Locust's runner says "spawning", and Locust's page, polling the stats in that
+        gap, took "ready" for "not started" and showed the start form again for the whole run."""
 
     def live(self) -> dict[str, Any]:
         hub = getattr(self.environment, "llm_telemetry", None)
@@ -118,9 +123,15 @@ class LLMTab:
             request.form = ImmutableMultiDict(kept)
 
     def _add_rows(self, response: Response) -> Response:
+        if request.endpoint == SWARM_ENDPOINT and response.status_code == 200 and response.is_json:
+            self._starting = bool((response.get_json() or {}).get("success"))
         if request.endpoint != STATS_ENDPOINT or response.status_code != 200 or not response.is_json:
             return response
         payload = response.get_json()
+        if payload.get("state") == STATE_INIT and self._starting:
+            payload["state"] = STATE_SPAWNING  # see _starting
+        else:
+            self._starting = False
         extended = [e for e in payload.get("extended_stats") or [] if e.get("key") != TAB_KEY]
         payload["extended_stats"] = [*extended, {"key": TAB_KEY, "data": self.rows()}]
         response.set_data(json.dumps(payload))
@@ -152,14 +163,16 @@ class LLMTab:
 def install(environment) -> None:
     """Every web route of the project, when this process serves the web UI; otherwise do nothing.
 
-    In this order: the secrets' masking (webui/secrets.py), the start form's ``--shape`` check (it must read the
-    form before empty fields are dropped), ``/llm/metrics``, ``/llm/report``, the LLM tab (``/llm/live``,
+    In this order: the start form's option names, groups and labels (webui/form_layout.py), the secrets' masking
+    (webui/secrets.py), the start form's ``--shape`` check (it must read the form before empty fields are dropped),
+    ``/llm/metrics``, ``/llm/report``, the LLM tab (``/llm/live``,
     ``/llm/live.csv``, the stats rows), the live charts and stage view (``/llm/charts``: webui/charts.py), the
     downloads (webui/downloads.py).
     """
     web_ui = getattr(environment, "web_ui", None)
     if web_ui is None:
         return
+    install_form_layout(environment)  # first: it puts the form's mangled option names right for the others
     install_secrets(web_ui)
     install_client_load(environment)
     install_shape_form(environment)

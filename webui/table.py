@@ -4,7 +4,8 @@
 ``<key>_p50_ms`` / ``<key>_p99_ms`` for each live metric of telemetry.metrics (TTFT, ITL, TPOT... merged across
 workers; quantiles from merged sketches), and for the run ``server_kv_usage`` (the latest scrape, 0..1),
 ``client_kv_block_fill`` (0..1), ``workers`` and ``detectors``. The table has one row per stage and a last row
-"now" with the current users, all requests so far, the two KV figures and the live detectors' states. Quantiles
+"now" with the current users, all requests so far, the two KV figures (latest) and the live detectors' states; a
+stage row's KV figures are the stage's means. Quantiles
 are never averaged or summed across stages, so the "now" row leaves them empty. Anything missing shows as an em dash.
 
     rows = llm_rows(environment.llm_telemetry.live(), users=runner.user_count)
@@ -66,6 +67,8 @@ def stage_row(stage: Mapping) -> dict[str, str]:
         for q in ("p50", "p99"):
             out[f"{m}_{q}"] = _fixed(stage.get(f"{m}_{q}_ms"), 1)
     out["output_tok_s"] = _fixed(stage.get("output_tok_s"), 1)
+    out["server_kv"] = _percent(stage.get("server_kv_usage"))
+    out["client_kv"] = _percent(stage.get("client_kv_block_fill"))
     return out
 
 

@@ -31,7 +31,8 @@ header p { margin:4px 0 0; color:#c9d3e6; font-size:13px; }
 nav { padding:8px 28px; background:#fff; border-bottom:1px solid var(--line); font-size:13px; }
 nav a { color:#1f4e99; margin-right:16px; text-decoration:none; }
 main { padding:8px 28px 40px; max-width:1500px; }
-section { background:var(--card); border:1px solid var(--line); border-radius:8px; padding:14px 18px; margin:16px 0; }
+section { background:var(--card); border:1px solid var(--line); border-radius:8px; padding:14px 18px; margin:16px 0;
+          overflow-x:auto; }
 h2 { margin:0 0 10px; font-size:17px; }
 h3 { margin:16px 0 6px; font-size:14px; color:var(--mut); }
 .cards { display:grid; grid-template-columns:repeat(auto-fill,minmax(160px,1fr)); gap:10px; }
@@ -40,7 +41,7 @@ h3 { margin:16px 0 6px; font-size:14px; color:var(--mut); }
 .card .v { font-size:22px; font-weight:600; margin:2px 0; }
 .card .s { color:var(--mut); font-size:12px; }
 .meta { color:var(--mut); }
-.grid { display:grid; grid-template-columns:repeat(auto-fill,minmax(480px,1fr)); gap:14px; }
+.grid { display:grid; grid-template-columns:repeat(auto-fill,minmax(min(480px,100%),1fr)); gap:14px; }
 figure { margin:0; }
 section > figure.plot-fig { max-width:820px; }
 figcaption, .note { color:var(--mut); font-size:12.5px; margin:4px 0 8px; }

@@ -119,13 +119,16 @@ def test_run_view_is_read_only():
     with pytest.raises(dataclasses.FrozenInstanceError):
         view.duration_s = 0.0
     public = {n for n, v in vars(RunView).items() if callable(v) and not n.startswith("_")}
-    assert public == {"stage_spans", "windows", "warmup_stages", "version_windows", "sent_by_version"}  # queries only
+    assert public == {"stage_spans", "windows", "warmup_stages", "version_windows", "sent_by_version",
+                      "server_kv_usages", "client_kv_fill_of"}  # queries only
     before = view.merged.to_dict()
     build_summary(view, hub.hooks)
     view.windows(1.0)
     view.stage_spans()
     view.version_windows("v1", 1.0, 0.0, 3)
     view.sent_by_version(since_s=0.0)
+    view.server_kv_usages(0.0, 10.0)
+    view.client_kv_fill_of("main")
     assert view.merged.to_dict() == before
     # a view is a snapshot of the bookkeeping: later merger changes do not reach it
     duration, workers, lost = view.duration_s, view.worker_count, view.lost_workers

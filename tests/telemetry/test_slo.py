@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from telemetry.sketch import LogSketch
-from telemetry.slo import EXIT_CODE, SloSet, failure_lines
+from telemetry.slo import EXIT_CODE, NO_PRESET, SloSet, failure_lines, verdict_line
 from tests.telemetry.helpers import fire, local_env, options
 from tests.telemetry.synthetic import make_result
 
@@ -24,6 +24,27 @@ def test_preset_seed_and_explicit_override():
     assert web_form.thresholds == {"ttft_p99_ms": 650.0}
     with pytest.raises(ValueError, match=r"unknown SLO names \['nonsense'\]"):
         SloSet({"nonsense": 1.0})
+
+
+def test_no_preset_is_the_default_and_a_choice():
+    from locust.argument_parser import get_parser
+
+    import locustfile  # noqa: F401  (registers the project's options)
+
+    parsed = get_parser().parse_args(["-f", "locustfile.py"])
+    assert parsed.slo_preset == NO_PRESET and not SloSet.from_options(parsed)
+    action = next(a for a in get_parser()._actions if a.dest == "slo_preset")
+    assert action.choices[0] == NO_PRESET and "seed" in action.choices  # the web UI's select starts at "none"
+    assert SloSet.from_options(options(slo_preset=NO_PRESET, slo_itl_p95_ms=90.0)).thresholds == {"itl_p95_ms": 90.0}
+
+
+def test_verdict_line_names_every_check_and_the_verdict():
+    checks = [{"name": "ttft_p99_ms", "threshold": 800.0, "value": 412.3, "passed": True},
+              {"name": "error_rate", "threshold": 0.01, "value": None, "passed": False}]  # fmt: skip
+    assert verdict_line({"checks": checks, "passed": False}) == (
+        "SLO FAILED: ttft_p99_ms 412.3 <= 800: ok, error_rate - <= 0.01: no")
+    assert verdict_line({"checks": checks[:1], "passed": True}).startswith("SLO passed: ttft_p99_ms 412.3")
+    assert verdict_line({"checks": [], "passed": True}) is None
 
 
 def test_evaluate_reads_quantiles_and_error_rate():

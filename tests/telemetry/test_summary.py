@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import json
 import time
+from types import SimpleNamespace
 
 import msgpack
 import pytest
@@ -153,6 +154,19 @@ def test_live_rows_per_stage(run):
     # 60 requests x 10 tokens over the stage's span at the moment live() looked
     assert 600 / after <= row["output_tok_s"] <= 600 / before
     assert live["client_kv_block_fill"] == pytest.approx(620 / 640)
+    # each stage's own KV figures: the client fill sampled in it, the mean of the server scrapes in its span
+    assert row["client_kv_block_fill"] == pytest.approx(620 / 640)
+    two = {r["stage"]: r for r in live["stages"]}["users=2"]
+    assert two["client_kv_block_fill"] is None and two["server_kv_usage"] is None  # no sample, no scrape: None
+    spans = {st.name: (start, end) for st, start, end in hub.view().stage_spans()}
+    a, b = spans["users=2"]
+    hub.merger.scraper = SimpleNamespace(series=[{"t": a + 0.1 * (b - a), "kv_cache_usage": 0.2},
+                                                 {"t": a + 0.6 * (b - a), "kv_cache_usage": 0.4},
+                                                 {"t": spans["users=4"][0] + 0.01, "kv_cache_usage": 0.9}],
+                                         latest=None, metric_names="vllm", successes=3, failures=0,
+                                         stop=lambda **_kw: None)  # fmt: skip
+    rows = {r["stage"]: r for r in hub.live()["stages"]}
+    assert rows["users=2"]["server_kv_usage"] == pytest.approx(0.3) and rows["users=4"]["server_kv_usage"] == 0.9
 
 
 def test_worker_reports_over_msgpack_merge_like_one_process():

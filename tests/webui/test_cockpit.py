@@ -144,3 +144,110 @@ def test_windows_still_filling_are_not_drawn_while_the_run_goes():
     assert [w["end_s"] for w in live["client"]] == [float(e) for e in range(1, int(10 - SETTLE_S) + 1)]
     assert live["server"] == [{"t": 9.5}] and s["timeseries"]["client"] == windows  # a copy; the scrapes stay
     assert settled(s, final=True) is s  # after the run: every window
+
+
+def test_a_web_run_shows_its_slo_verdict_in_the_stage_view_and_the_log(monkeypatch, caplog):
+    environment, role = _env(monkeypatch, slo_ttft_p99_ms=50.0, slo_itl_p95_ms=500.0)
+    try:
+        role.on_test_start()
+        for i in range(5):
+            fire(environment, make_result(ttft=0.1 + 0.01 * i))  # TTFT p99 ~140 ms > 50
+        with caplog.at_level("INFO"):
+            role.on_test_stop()
+        assert any(r.levelname == "ERROR" and r.getMessage().startswith("SLO FAILED: ttft_p99_ms 1")
+                   and "itl_p95_ms" in r.getMessage() for r in caplog.records)  # fmt: skip
+        html = environment.web_ui.app.test_client().get("/llm/charts/data").get_json()["status_html"]
+        card = re.search(r'data-key="SLO">.*?class="v">([^<]*)</div><div class="s">([^<]*)<', html)
+        assert card is not None and card.group(1) == "FAILED" and "ttft_p99_ms" in card.group(2)
+    finally:
+        role.close()
+        environment.runner.quit()
+
+
+def test_no_slo_says_so_and_logs_nothing(monkeypatch, caplog):
+    environment, role = _env(monkeypatch, slo_preset="none")
+    try:
+        role.on_test_start()
+        fire(environment, make_result(ttft=0.1))
+        with caplog.at_level("INFO"):
+            role.on_test_stop()
+        html = environment.web_ui.app.test_client().get("/llm/charts/data").get_json()["status_html"]
+        assert re.search(r'data-key="SLO">.*?class="v">none<', html)
+        assert not any(r.getMessage().startswith("SLO ") for r in caplog.records)
+    finally:
+        role.close()
+        environment.runner.quit()
+
+
+def test_over_time_charts_show_12_s_into_a_run_with_the_default_windows(monkeypatch):
+    import time
+
+    from webui.charts import live_window
+
+    assert live_window(10.0, 10.0) == 2.0 and live_window(60.0, 10.0) == 10.0 and live_window(3.0, 1.0) == 1.0
+    environment, role = _env(monkeypatch)  # --attribution-window 10 (the default)
+    try:
+        role.on_test_start()
+        hub = environment.llm_telemetry
+        hub.merger.t0_wall = time.time() - 12.0  # 12 s into the run
+        now = time.perf_counter()
+        for i in range(24):
+            fire(environment, make_result(ttft=0.1, end=now - 11.8 + 0.5 * i))
+        role.pump_local()
+        assert hub.summary()["timeseries"]["window_s"] == 10.0  # the summary keeps the run's windows
+        environment.runner.state = "running"  # while it runs, the last 2 s (SETTLE_S) are not drawn
+        figures = {f["id"]: f["svg"] for f in ChartsPage(environment).data()["figures"]}
+        assert {"latency", "throughput"} <= set(figures), sorted(figures)
+        assert "Throughput per 2 s window" in figures["throughput"]
+        environment.runner.state = "stopped"  # a web run that stopped has no final summary: every window is drawn
+        after = {f["id"]: f["svg"] for f in ChartsPage(environment).data()["figures"]}
+        assert after["throughput"].count("<circle") > figures["throughput"].count("<circle") > 0
+    finally:
+        environment.runner.state = "ready"
+        role.close()
+        environment.runner.quit()
+
+
+def test_a_finished_sweep_shows_its_stages_and_the_batching_verdict():
+    from webui.charts import stage_html, stage_view
+
+    summary = {"stages": [{"name": "warmup users=1", "warmup": True}, {"name": "users=1"}, {"name": "users=2"}],
+               "attribution": {"batching_failure": {"verdict": False, "baseline": {"batch_size_median": 1.0}}}}
+    live = {"stages": [{"stage": "users=2", "requests": 40}],
+            "detectors": {"batching": {"judged": False}, "slo": []}}  # fmt: skip
+    html = stage_html(stage_view(None, live, summary, 0, "stopped", sweep=True))
+    assert "sweep stopped" in html and "2 stage(s) measured: users=1, users=2" in html and "no sweep shape" not in html
+    assert ">batching ok<" in html and "last live check: batching pending" in html
+    running = stage_html(stage_view(None, live, summary, 2, "running", sweep=False))
+    assert "no sweep shape" in running and "batching pending" in running and "batching ok" not in running
+    summary["attribution"]["batching_failure"] = {"verdict": True, "failed_at_s": 42.0, "baseline": {}}
+    assert ">batching FAILED from 42 s<" in stage_html(stage_view(None, live, summary, 0, "stopped", sweep=True))
+
+
+def test_an_accepted_start_is_spawning_not_ready_while_test_start_runs(monkeypatch):
+    """Locust's page, polling the stats while the test_start listeners run (model, tokenizer: ~2 s with the runner
+    still "ready"), took the run for not started and showed the start form for the whole run."""
+    from flask import jsonify
+
+    from webui.plugin import LLMTab
+
+    environment, role = _env(monkeypatch)
+    try:
+        tab = LLMTab(environment)
+        app = environment.web_ui.app
+
+        def stats(state: str) -> str:
+            with app.test_request_context("/stats/requests"):
+                return tab._add_rows(jsonify({"state": state, "extended_stats": []})).get_json()["state"]
+
+        assert stats("ready") == "ready"  # nothing started
+        with app.test_request_context("/swarm", method="POST"):
+            tab._add_rows(jsonify({"success": True, "message": "Swarming started"}))
+        assert stats("ready") == "spawning" and stats("ready") == "spawning"
+        assert stats("running") == "running" and stats("ready") == "ready"  # once it moved on, "ready" is true again
+        with app.test_request_context("/swarm", method="POST"):
+            tab._add_rows(jsonify({"success": False, "message": "--input-len: ..."}))
+        assert stats("ready") == "ready"  # a refused start
+    finally:
+        role.close()
+        environment.runner.quit()

@@ -144,4 +144,10 @@ def test_sweep_from_the_form_draws_live_charts_and_serves_downloads(tmp_path):
             assert final["requests"]["total"] > n_during
             assert [st["users"] for st in final["stages"] if not st["warmup"]] == [1, 2, 4]
             assert after["stages.csv"][2].decode().count("\n") == len(final["stages"]) + 1
+            open_llm_tab(driver)  # the finished sweep: its stages and the post-run batching verdict, not "no sweep"
+            done = wait_for(lambda: (d := _in_cockpit(driver)) and "sweep stopped" in d["status"] and d, 20,
+                            "the finished sweep in the stage view")  # fmt: skip
+            assert "3 stage(s) measured: users=1, users=2, users=4" in done["status"], done["status"]
+            assert "no sweep shape" not in done["status"] and "batching pending" not in done["status"].split(
+                "last live check")[0], done["status"]  # fmt: skip
         assert "Traceback" not in proc.output(), proc.output()[-3000:]

@@ -32,7 +32,7 @@ BAD = [
     ("server_metrics_interval", "0", "expected"),
     ("slo_ttft_p99_ms", "abc", "expected"),
     ("slo_error_rate", "2", "expected"),
-    ("slo_preset", "nope", "'nope' is not one of seed"),
+    ("slo_preset", "nope", "'nope' is not one of none, seed"),
     ("llm_stop_on", "batching,nope", "nope"),
     ("attribution_window", "0", "expected"),
     ("batching_p99_rise", "-1", "expected"),
@@ -103,3 +103,16 @@ def test_valid_form_after_the_refusals_still_starts(web):
     assert _state(base)["state"] == "running" and ui.alive()
     with urllib.request.urlopen(urllib.request.Request(base + "/stop", method="POST"), timeout=10) as r:
         assert r.status == 200
+
+
+def test_an_option_with_digits_in_its_name_reaches_the_run(web):
+    """Locust's page posts --slo-ttft-p99-ms as slo_ttft_p9_9ms (its snake-casing splits digits): set from the form,
+    the run still gets it."""
+    base, ui = web
+    status, body = _post(base, "/swarm", {"slo_ttft_p9_9ms": "4321", "batching_p9_9rise": "0.5", "run_time": "3s"})
+    assert status == 200 and body["success"] is True, body
+    with urllib.request.urlopen(base + "/llm/summary.json", timeout=10) as r:
+        options = json.loads(r.read())["run"]["options"]
+    # (Locust keeps the type of an option's default: the rise is a float)
+    assert (options["slo_ttft_p99_ms"], options["batching_p99_rise"]) == ("4321", 0.5), options
+    urllib.request.urlopen(urllib.request.Request(base + "/stop", method="POST"), timeout=10).read()

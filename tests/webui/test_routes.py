@@ -16,7 +16,7 @@ from tests.telemetry.synthetic import make_result
 from webui.plugin import install
 
 ROOT = Path(__file__).resolve().parents[2]
-ROUTES = {"/llm/metrics", "/llm/report", "/llm/live", "/llm/live.csv"}
+ROUTES = {"/llm/metrics", "/llm/report", "/llm/live", "/llm/live.csv", "/llm/form.js"}
 
 
 @pytest.fixture
@@ -47,8 +47,10 @@ def test_telemetry_and_shapes_add_no_route_webui_adds_them_all(env):
     install(env)
     assert ROUTES <= _rules(env)
     hooks = [f.__qualname__ for f in env.web_ui.app.before_request_funcs[None]]
-    # a blank secret field is dropped first (the start key stays), then the form is read, then empty fields dropped
-    assert hooks == ["_keep_blank_secrets", "ShapeFormHook.before_request", "LLMTab._drop_empty_unset_options"]
+    # the option names Locust's page mangles are put back first, then a blank secret field is dropped (the start key
+    # stays), then the form is read, then empty fields dropped
+    assert hooks == ["install.<locals>.restore_option_names", "_keep_blank_secrets", "ShapeFormHook.before_request",
+                     "LLMTab._drop_empty_unset_options"]
 
 
 def test_metrics_and_report_read_the_live_run(env):

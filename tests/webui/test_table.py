@@ -17,7 +17,8 @@ LIVE = {
     "workers": 2,
     "stages": [
         stage("users=1", 12, ttft=(50.04, 61.06), itl=(7.0, 9.0), tpot=(7.1, 7.94), tok_s=120.0, users=1),
-        stage("users=16", 30, ttft=(130.0, 412.0), itl=(8.25, 31.5), tpot=(8.2, 12.0), tok_s=1842.04),
+        stage("users=16", 30, ttft=(130.0, 412.0), itl=(8.25, 31.5), tpot=(8.2, 12.0), tok_s=1842.04,
+              server_kv_usage=0.25, client_kv_block_fill=0.875),
     ],
     "server_kv_usage": 0.4567,
     "client_kv_block_fill": 0.9375,
@@ -34,8 +35,9 @@ def test_stage_rows_carry_their_own_figures():
     assert (low["users"], low["requests"], low["ttft_p50"], low["ttft_p99"]) == ("1", "12", "50.0", "61.1")
     assert (low["itl_p99"], low["tpot_p99"], low["output_tok_s"]) == ("9.0", "7.9", "120.0")
     assert (high["users"], high["itl_p50"], high["output_tok_s"]) == (MISSING, "8.2", "1,842.0")
-    # KV figures are run-level (latest), not per stage: stage rows leave them empty
-    assert low["server_kv"] == high["server_kv"] == low["client_kv"] == MISSING
+    # each stage row has its own KV means; a stage without a sample leaves them empty
+    assert (high["server_kv"], high["client_kv"]) == ("25.0%", "87.5%")
+    assert low["server_kv"] == low["client_kv"] == MISSING
 
 
 def test_now_row_adds_counts_but_never_quantiles():

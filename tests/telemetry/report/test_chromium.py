@@ -52,6 +52,11 @@ def test_report_renders_offline_with_plots(browser, tmp_path):
         p["title"] for p in drawn}
     # nothing but the page itself was loaded: no scripts, styles, fonts or images from anywhere
     assert browser.execute_script("return performance.getEntriesByType('resource').length") == 0
+    for width in (1000, 600):  # the wide stage table scrolls inside its card; the page never scrolls sideways
+        browser.set_window_size(width, 1000)
+        page_w, view_w = browser.execute_script("return [document.documentElement.scrollWidth, "
+                                                "document.documentElement.clientWidth]")  # fmt: skip
+        assert page_w <= view_w, (width, page_w, view_w)
     total_h = browser.execute_script("return document.body.scrollHeight")
     browser.set_window_size(1400, min(total_h + 40, 9000))
     shot = tmp_path / "report.png"

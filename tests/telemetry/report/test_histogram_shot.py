@@ -14,7 +14,8 @@ from tests.webui.chromium import chromium, require_chromium
 
 pytestmark = pytest.mark.slow
 SHOT = ROOT / "results" / "webui" / "report-histograms.png"
-"""docs/img/report-histograms.png is a copy of one (a test run does not rewrite a tracked file)."""
+"""docs/img/report-histograms.png shows the same section of a `make run` report (a test run does not rewrite a tracked
+file)."""
 
 CHARTS = """
 return Array.from(document.querySelectorAll('#distributions svg.chart')).map(function (s) {
