@@ -29,7 +29,7 @@ $(STAMP): requirements.txt
 # The project's bytecode, compiled once per make: where PYTHONDONTWRITEBYTECODE=1 (as on this project's machines) Python
 # never caches it, and every locust, simulator and worker process of the suite would compile ~170 modules again
 # (0.68 -> 0.59 s to import the locustfile). Timestamp-checked: an edited file is recompiled, never stale.
-PACKAGES := locustfile.py deepseek_locust.py users workload telemetry shapes tokenizer_checks server webui bench scripts
+PACKAGES := locustfile.py deepseek_locust.py run users workload telemetry shapes tokenizer_checks server webui bench scripts
 bytecode: install
 	$(BIN)/python -m compileall -q -j 0 $(PACKAGES) >/dev/null
 

@@ -54,7 +54,7 @@ class OpenLoopTally:
 
     def _take(self) -> dict[str, dict[str, int]]:
         out, self._unreported = self._unreported, {}
-        pacer = getattr(self.environment, "llm_pacer", None)
+        pacer = self.environment.llm.pacer
         if pacer is not None:
             merge_counts(out, pacer.take_stats())
         return out
@@ -71,7 +71,7 @@ class OpenLoopTally:
         """The ``open_loop`` summary section, or None when no stage had a rate."""
         if not isinstance(self.environment.runner, (WorkerRunner, MasterRunner)):
             merge_counts(self.counts, self._take())
-        board = self.environment.llm_stage_board
+        board = self.environment.llm.stage_board
         history = board.history
         closed = getattr(board, "closed_at", None)  # a sweep's last stage ends when the sweep finished it
         rows = []

@@ -1,10 +1,10 @@
-"""Open-loop pacing for one Locust process: ``environment.llm_pacer.wait_slot()``.
+"""Open-loop pacing for one Locust process: ``environment.llm.pacer.wait_slot()``.
 
 Each worker sends its share (total rate / number of workers) of the current stage's rate. A user asks
 for the next slot, sleeps until that scheduled time and then times its request from it, so when all
 users are busy the slots pile up and their lateness shows as client queue time instead of a lower rate:
 
-    t0 = environment.llm_pacer.wait_slot()   # perf_counter time the request was scheduled for
+    t0 = environment.llm.pacer.wait_slot()   # perf_counter time the request was scheduled for
     ... send; result.t_scheduled = t0; result.t_sent = perf_counter() when actually written ...
 
 Stage changes restart the schedule at the change; slots of the old stage that no user took by then are

@@ -1,7 +1,8 @@
 """Install the shapes package on a Locust environment (called from the locustfile's ``init`` listener).
 
-Creates ``environment.llm_stage_board`` and ``environment.llm_pacer`` (None until an open-loop stage),
-wires stage propagation (master -> workers), and — on the master or a local run — installs the sweep
+Fills the run context's shapes fields (``environment.llm.stage_board``, ``.pacer`` — None until an open-loop
+stage — and ``.shape_tally``), wires stage propagation (master -> workers), and — on the master or a local run —
+adds the ``saturation`` and ``open_loop`` summary sections and installs the sweep
 named by ``--shape`` as ``environment.shape_class``. Without ``--shape`` nothing changes: plain -u/-r and
 the web UI's user-count form behave as in Locust. The web UI's ``--shape`` drop-down (its form check is
 webui/shape_form.py, which calls :func:`set_shape`) and ``--class-picker`` can pick a sweep at start time too.
@@ -14,6 +15,7 @@ import sys
 
 from locust.runners import WorkerRunner
 
+from run.context import attach
 from shapes.openloop import OpenLoopTally
 from shapes.plan import PlanError
 from shapes.propagation import StagePropagation
@@ -52,34 +54,20 @@ def _register_pickable(environment) -> None:
             environment.available_shape_classes[cls.__name__] = shape
 
 
-class _Sections:
-    """Adds this package's summary sections to telemetry's hooks once they exist (telemetry installs after us)."""
-
-    def __init__(self, environment, tally: OpenLoopTally) -> None:
-        self.environment = environment
-        self.tally = tally
-        self.done = False
-
-    def __call__(self, **_kw) -> None:
-        hub = getattr(self.environment, "llm_telemetry", None)
-        if self.done or hub is None:
-            return
-        hub.hooks.add_section("saturation", saturation_section)
-        hub.hooks.add_section("open_loop", self.tally.section)
-        self.done = True
+NO_SATURATION = {"stage": None, "reason": "no saturation analysis ran"}
+"""The ``saturation`` section until the verdict has run."""
 
 
 def install(environment) -> None:
-    environment.llm_stage_board = StageBoard()
-    environment.llm_pacer = None
+    ctx = attach(environment)
+    ctx.stage_board = StageBoard()
+    ctx.pacer = None
     propagation = StagePropagation(environment).register()
-    tally = OpenLoopTally(environment, propagation).register()
-    environment.llm_shape_tally = tally
+    tally = ctx.shape_tally = OpenLoopTally(environment, propagation).register()
     if isinstance(environment.runner, WorkerRunner):
         return
-    sections = _Sections(environment, tally)
-    environment.events.test_start.add_listener(sections)
-    environment.events.spawning_complete.add_listener(sections)
+    ctx.hooks.add_section("saturation", saturation_section, empty=lambda _view: dict(NO_SATURATION))
+    ctx.hooks.add_section("open_loop", tally.section, empty=lambda _view: None)
     _register_pickable(environment)
     options = environment.parsed_options
     name = _shape_name(options)

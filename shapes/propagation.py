@@ -8,7 +8,7 @@
   ``parsed_options``.
 - local: the board is set by the shape in the same process.
 
-Wherever users run, an open-loop stage (``stage.rate``) creates ``environment.llm_pacer`` and gives it
+Wherever users run, an open-loop stage (``stage.rate``) creates ``environment.llm.pacer`` and gives it
 this process's share: rate / workers. A trace stage (``stage.trace_speedup``) gives it this process's share of
 ``--trace``'s lines instead (every ``workers``-th, from its place), its warm-up twin a paused pacer.
 """
@@ -50,7 +50,7 @@ def make_pacer(environment, workers: int) -> Pacer:
 class StagePropagation:
     def __init__(self, environment) -> None:
         self.environment = environment
-        self.board = environment.llm_stage_board
+        self.board = environment.llm.stage_board
         self._sent_workers: int | None = None
         self.on_pacer_done = lambda pacer: None
         """Called with the pacer at the end of a run (its last counters are still in it)."""
@@ -116,7 +116,7 @@ class StagePropagation:
     # -- every process with users -------------------------------------------------------------------------
     def apply(self, stage: Stage, workers: int) -> None:
         self.board.set(stage)
-        pacer = getattr(self.environment, "llm_pacer", None)
+        pacer = self.environment.llm.pacer
         if stage.trace_speedup is not None:
             self._replay(stage, workers)
             return
@@ -127,7 +127,7 @@ class StagePropagation:
                 pacer.start_stage(stage.name, None)
             return
         if pacer is None:
-            pacer = self.environment.llm_pacer = make_pacer(self.environment, workers)
+            pacer = self.environment.llm.pacer = make_pacer(self.environment, workers)
         share = stage.rate / max(workers, 1)
         if pacer.stage != stage.name:
             pacer.start_stage(stage.name, share)
@@ -150,9 +150,9 @@ class StagePropagation:
 
     def _replay(self, stage: Stage, workers: int) -> None:
         env = self.environment
-        pacer = getattr(env, "llm_pacer", None)
+        pacer = env.llm.pacer
         if pacer is None:
-            pacer = env.llm_pacer = make_pacer(env, workers)
+            pacer = env.llm.pacer = make_pacer(env, workers)
         pacer.replaying = True
         if pacer.stage == stage.name:
             return
@@ -177,11 +177,11 @@ class StagePropagation:
             self.apply(self.board.current, 1)  # the sweep set the first stage before this process had a pacer
 
     def _on_test_stop(self, environment, **_kw) -> None:
-        pacer = getattr(environment, "llm_pacer", None)
+        pacer = environment.llm.pacer
         if pacer is not None:
             pacer.stop()
             self.on_pacer_done(pacer)
-            environment.llm_pacer = None  # closed loop again until an open-loop stage comes
+            environment.llm.pacer = None  # closed loop again until an open-loop stage comes
         shape = environment.shape_class
         if shape is not None and hasattr(shape, "finish"):
             shape.finish()

@@ -54,7 +54,7 @@ class SweepShape(LoadTestShape):
     # -- life cycle ---------------------------------------------------------------------------------------
     @property
     def board(self) -> StageBoard:
-        return self.runner.environment.llm_stage_board
+        return self.runner.environment.llm.stage_board
 
     def plan(self) -> list[Step]:
         return self.build(self.runner.environment.parsed_options)

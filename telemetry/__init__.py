@@ -7,7 +7,7 @@
 - ``merger``: the run's mutable state (this process's recorder, the merged store, worker bookkeeping).
 - ``view``: ``RunView``, a read-only view of the run; the summary, live figures, exporter, sections are its functions.
 - ``hooks``: the registry of summary sections and end-of-run sinks other packages add.
-- ``hub``: ``environment.llm_telemetry`` (``view()``, ``summary()``, ``live()``, ``hooks``, ``final_summary``).
+- ``hub``: ``environment.llm.telemetry`` (``view()``, ``summary()``, ``live()``, ``hooks``, ``final_summary``).
 - ``summary`` / ``live`` / ``sinks``: schema-1 summary, the web UI's live figures, console table, JSON, CSV.
 - ``exporter``: Prometheus collector + HTTP server on the master; ``scraper``: the server's /metrics.
 - ``slo``: thresholds, goodput, the CHECK FAILED gate; ``distributed``: final reports, dead workers.

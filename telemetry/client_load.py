@@ -22,6 +22,8 @@ import gevent
 import numpy as np
 from locust.runners import MasterRunner, WorkerRunner
 
+from run.context import attach
+
 log = logging.getLogger(__name__)
 
 REPORT_KEY = "llm_client_load"
@@ -149,7 +151,8 @@ def install(environment) -> ClientLoad | None:
     load = ClientLoad()
     probe = None if isinstance(runner, MasterRunner) else LoopProbe()
     events = environment.events
-    environment.llm_client_load = load
+    ctx = attach(environment)
+    ctx.client_load = load
 
     def on_test_start(**_kw) -> None:
         if not isinstance(runner, WorkerRunner):
@@ -187,8 +190,7 @@ def install(environment) -> ClientLoad | None:
                     load.add(LOCAL_ID, probe.take())
 
         gevent.spawn(pump)
-    hub = getattr(environment, "llm_telemetry", None)
-    if hub is not None:
-        hub.hooks.add_section("client_load", load.section)
-        hub.hooks.on_summary(load.console)
+    if ctx.telemetry is not None:
+        ctx.hooks.add_section("client_load", load.section, empty=lambda _view: None)
+        ctx.hooks.on_summary(load.console)
     return load

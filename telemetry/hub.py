@@ -1,18 +1,19 @@
-"""``environment.llm_telemetry``: how other packages read the run's LLM numbers and add to its summary.
+"""``environment.llm.telemetry``: how other packages read the run's LLM numbers and add to its summary.
 
 It writes nothing of the run: the :class:`~telemetry.merger.Merger` (written by the telemetry roles) holds the
 state; :meth:`TelemetryHub.view` takes a read-only :class:`~telemetry.view.RunView` of it with this process's
 options, host, stage board and user count, and the summary and live figures are functions of that view.
 
-    hub = environment.llm_telemetry
-    hub.hooks.add_section("saturation", lambda view, summary: {...})   # fills summary["saturation"]
+    hub = environment.llm.telemetry
+    hub.hooks.add_section("saturation", fn, empty=...)   # fills summary["saturation"] (the run context's hooks)
     hub.hooks.on_summary(lambda summary: write_report(summary))
     hub.view(); hub.summary(); hub.live(); hub.final_summary
 """
 
 from __future__ import annotations
 
-from telemetry.hooks import SummaryHooks
+from run.context import attach
+from run.hooks import SummaryHooks
 from telemetry.live import live
 from telemetry.merger import Merger
 from telemetry.summary import build_summary
@@ -20,12 +21,14 @@ from telemetry.view import RunView
 
 
 class TelemetryHub:
-    """The read side of one process's telemetry, plus the registry of summary sections and sinks."""
+    """The read side of one process's telemetry, plus the registry of summary sections and sinks (the run
+    context's, ``environment.llm.hooks``, unless given)."""
 
     def __init__(self, environment, merger: Merger | None = None, hooks: SummaryHooks | None = None) -> None:
         self.environment = environment
         self.merger = merger if merger is not None else Merger()
-        self.hooks = hooks if hooks is not None else SummaryHooks()
+        ctx = attach(environment)
+        self.hooks = hooks if hooks is not None else ctx.hooks
 
     def view(self) -> RunView:
         env = self.environment
@@ -33,7 +36,7 @@ class TelemetryHub:
         return self.merger.view(
             options=getattr(env, "parsed_options", None),
             host=getattr(env, "host", None) or "",
-            stage_board=getattr(env, "llm_stage_board", None),
+            stage_board=env.llm.stage_board,
             active_users=getattr(runner, "user_count", 0) or 0,
         )
 

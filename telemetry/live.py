@@ -9,7 +9,7 @@ for the run ``elapsed_s``, ``workers``, ``server_kv_usage`` (the latest scrape),
 ``--route-table`` ``versions`` (each version's backend at its latest scrape: KV usage, running, waiting, scrape
 failures) and ``route_fallback`` (the rule and whether it switched, telemetry/routing.py; None without one).
 
-    live(environment.llm_telemetry.view())
+    live(environment.llm.telemetry.view())
 """
 
 from __future__ import annotations

@@ -8,46 +8,37 @@ The process's role is chosen once, from its runner, when it installs:
   quit, drains the last reports and finalizes.
 - :class:`LocalRole` records its own users and pumps its recorder into the same merge every second.
 
-Master and local run share :class:`SummarizingRole`: the Prometheus exporter, the server scraper, the
-model label and, at quit, the sinks: SLO gate, console table, summary JSON, CSV, then the ``on_summary``
-sinks. Each role registers only the handlers that mean something for it.
+Master and local run share :class:`SummarizingRole`: the merge, the Prometheus exporter, the request log and, at
+quit, the final summary handed to the ``on_summary`` sinks (run/hooks.py): first this package's outputs
+(telemetry/outputs.py: SLO gate, console table, summary JSON, CSV, vLLM-bench JSON), then the other packages'.
+What else runs there is a part of its own (telemetry/parts.py: server scrapes, model label, live check, progress
+line; telemetry/routing.py: the route switch) that the role starts, stops and calls on its loops. Each role
+registers only the handlers that mean something for it.
 
-    role = install(environment)       # environment.llm_telemetry is role.hub
+    role = install(environment)       # environment.llm.telemetry is role.hub
     role.close()                      # detach (tests)
 """
 
 from __future__ import annotations
 
-import json
 import logging
-import time
-import urllib.request
 
 import gevent
 from locust.runners import MasterRunner, WorkerRunner
 
-from telemetry.detectors import LiveDetectors
+from run.context import attach
 from telemetry.distributed import WorkerWatch, drain_final_reports
 from telemetry.exporter import Exporter
-from telemetry.hooks import deliver_to
 from telemetry.hub import TelemetryHub
-from telemetry.options import LLM_PROGRESS_INTERVAL_DEFAULT, PROMETHEUS_HOST_DEFAULT, SERVER_METRICS_INTERVAL_DEFAULT
-from telemetry.progress import progress_line
+from telemetry.options import PROMETHEUS_HOST_DEFAULT
+from telemetry.outputs import RunOutputs
+from telemetry.parts import LiveCheck, ModelLabel, ProgressLine, ServerScrapes
 from telemetry.requestlog import REPORT_KEY as REQUESTS_KEY
-from telemetry.requestlog import RequestLog, read_records, record_of, request_log_for, wants_request_log
-from telemetry.routing import (
-    RouteFallback,
-    announce,
-    fallback_section,
-    start_fallback,
-    version_backends,
-    versions_section,
-)
+from telemetry.requestlog import RequestLog, record_of, request_log_for, wants_request_log
+from telemetry.routing import RouteSwitch, fallback_section, versions_section
 from telemetry.runrecord import RunRecorder, fetch_block_size
-from telemetry.scraper import ServerScraper, metrics_url
-from telemetry.sinks import console_table, write_csv, write_json
-from telemetry.slo import EXIT_CODE, failure_lines, verdict_line
-from telemetry.vllmbench import write_vllm_bench
+from telemetry.scraper import metrics_url
+from telemetry.slo import verdict_line
 
 log = logging.getLogger(__name__)
 REPORT_KEY = "llm"
@@ -141,10 +132,11 @@ class _RunsUsers(Role):
         self._kv = _Loop(self.sample_kv_fill, 1.0)
 
     def sample_kv_fill(self) -> None:
-        inflight = getattr(self.environment, "llm_inflight", None)
+        ctx = self.environment.llm
+        inflight = ctx.inflight
         if inflight is None:
             return
-        board = getattr(self.environment, "llm_stage_board", None)
+        board = ctx.stage_board
         self.merger.recorder.record_kv_fill(board.current.name if board else "main", inflight.snapshot())
 
     def read_block_size(self) -> None:
@@ -163,7 +155,8 @@ class _RunsUsers(Role):
     def take(self) -> dict:
         """The recorder's state plus the model this process's users send (resolved from /v1/models or --model)."""
         state = self.merger.recorder.take()
-        model = getattr(getattr(self.environment, "llm_users", None), "model", None)
+        settings = self.environment.llm.settings
+        model = settings.model if settings is not None else None
         if model:
             state["model"] = str(model)
         return state
@@ -197,17 +190,22 @@ class WorkerRole(_RunsUsers):
 
 
 class SummarizingRole(Role):
-    """Master or local run: owns the merge, the exporter, the scraper, and the summary at quit."""
+    """Master or local run: owns the merge, the exporter and the summary at quit; schedules its parts
+    (telemetry/parts.py: server scrapes, model label, live check, progress line; telemetry/routing.py: the route
+    switch)."""
 
     def __init__(self, environment, hub: TelemetryHub) -> None:
         super().__init__(environment, hub)
         self.exporter: Exporter | None = None
         self.request_log: RequestLog | None = None
         self._finalized = False
-        self.detectors = LiveDetectors()
-        self._detect = _Loop(self.check_detectors, 1.0)
+        self.scrapes = ServerScrapes(environment, self.merger)
+        self.model_label = ModelLabel(environment, self.merger)
+        self.route_switch = RouteSwitch(environment, self.merger)
+        self.live_check = LiveCheck(environment, hub, self.route_switch.check)
+        self.progress = ProgressLine(environment, hub)
+        self._detect = _Loop(self.check_live, 1.0)
         self._progress: _Loop | None = None
-        self.fallback: RouteFallback | None = None
 
     def register(self) -> Role:
         super().register()
@@ -218,15 +216,14 @@ class SummarizingRole(Role):
             self.exporter = Exporter(self.hub.view, getattr(options, "prometheus_host", PROMETHEUS_HOST_DEFAULT), port)
             if not self.exporter.start():
                 self.exporter = None
+        RunOutputs(self.environment, lambda: self.request_log).register(self.hub.hooks)
         return self
 
     def close(self) -> None:
         super().close()
         self._detect.stop()
         self._stop_progress()
-        if self.merger.scraper:
-            self.merger.scraper.stop(final_scrape=False)
-        self._stop_version_scrapers(final_scrape=False)
+        self.scrapes.stop(final=False)
         if self.exporter:
             self.exporter.stop()
 
@@ -237,11 +234,10 @@ class SummarizingRole(Role):
         self.request_log = request_log_for(self.environment.parsed_options)
         if self.request_log is not None:
             self.request_log.open()
-        self._start_scraper()
-        self._start_version_scrapers()
-        self._start_fallback()
-        self._discover_model()
-        self.detectors.reset()
+        self.scrapes.start()
+        self.route_switch.start()
+        self.model_label.start()
+        self.live_check.start()
         self._detect.start()
         self._start_progress()
 
@@ -259,111 +255,22 @@ class SummarizingRole(Role):
         if line is not None:
             (log.info if line.startswith("SLO passed") else log.error)(line)
 
-    def _start_progress(self) -> None:
-        """--llm-progress-interval: one progress line per interval in a headless run (telemetry/progress.py)."""
-        self._stop_progress()
-        options = self.environment.parsed_options
-        interval = getattr(options, "llm_progress_interval", None)
-        interval = LLM_PROGRESS_INTERVAL_DEFAULT if interval is None else float(interval)
-        if interval > 0 and getattr(options, "headless", False):
-            self._progress = _Loop(lambda: self.print_progress(interval), interval)
-            self._progress.start()
+    def check_live(self) -> None:
+        """Every second until the run is finalized: the live check (detectors, route switch, --llm-stop-on)."""
+        if not self._finalized:
+            self.live_check()
 
-    def print_progress(self, interval: float) -> None:
-        print(progress_line(self.hub.view(), interval, self.merger.reported_until()), flush=True)
+    def _start_progress(self) -> None:
+        self._stop_progress()
+        interval = self.progress.interval()
+        if interval > 0:
+            self._progress = _Loop(lambda: self.progress(interval), interval)
+            self._progress.start()
 
     def _stop_progress(self) -> None:
         if self._progress is not None:
             self._progress.stop()
             self._progress = None
-
-    def check_detectors(self) -> None:
-        """One live check (every second): judge the data up to where every live process has reported (a worker
-        ships every 3 s; its report holds every request finished before it); end the run when a detector named in
-        --llm-stop-on fires."""
-        until = self.merger.reported_until()
-        if until is None or self._finalized:
-            return
-        view = self.hub.view()
-        until = min(until, view.duration_s)
-        if until <= 0:
-            return
-        stopped = self.detectors.stopped_by
-        self.merger.detectors = self.detectors.check(view, until)
-        self.check_fallback(view, until)
-        if stopped is None and self.detectors.stopped_by is not None:
-            why = self.detectors.stopped_by
-            log.error(f"--llm-stop-on: stopping the run, live detector {why['detector']} fired at "
-                      f"{why['at_s']:.0f} s ({why['reason']})")  # fmt: skip
-            gevent.spawn(self._stop_run)  # not from this loop's greenlet: quitting stops the loop
-
-    def _stop_run(self) -> None:
-        runner = self.environment.runner
-        options = self.environment.parsed_options
-        if runner is None:
-            return
-        if getattr(options, "headless", False):
-            runner.quit()
-        else:
-            runner.stop()
-
-    def _start_fallback(self) -> None:
-        """--route-fallback: the rule, checked against the route table's versions (a bad one is logged, not run)."""
-        self.fallback, self.merger.route_fallback = start_fallback(self.environment.parsed_options,
-                                                                   self.merger.attribution_window)  # fmt: skip
-
-    def check_fallback(self, view, until_s: float) -> None:
-        """Judge the fallback rule; when it fires, move the buckets (this process's users, or every worker's)."""
-        fb = self.fallback
-        if fb is None:
-            return
-        if fb.check(view, until_s, time.time() - self.merger.t0_wall):
-            announce(self.environment, fb)
-        self.merger.route_fallback = dict(fb.state)
-
-    def _start_version_scrapers(self) -> None:
-        """With --route-table: scrape every version's backend (its own /metrics) unless --server-metrics-url off."""
-        self._stop_version_scrapers(final_scrape=False)
-        options = self.environment.parsed_options
-        interval = float(getattr(options, "server_metrics_interval", None) or SERVER_METRICS_INTERVAL_DEFAULT)
-        for version, url in version_backends(options).items():
-            if version not in self.merger.version_scrapers:
-                scraper = ServerScraper(url, interval)
-                self.merger.version_scrapers[version] = scraper
-                scraper.start(self.merger.t0_wall)
-
-    def _stop_version_scrapers(self, final_scrape: bool) -> None:
-        for scraper in self.merger.version_scrapers.values():
-            scraper.stop(final_scrape=final_scrape)
-        if not final_scrape:
-            self.merger.version_scrapers = {}
-
-    def _start_scraper(self) -> None:
-        if self.merger.scraper is not None:
-            self.merger.scraper.stop(final_scrape=False)
-            self.merger.scraper = None
-        options = self.environment.parsed_options
-        url = metrics_url(getattr(options, "server_metrics_url", None), self.environment.host)
-        if url is None:
-            return
-        interval = float(getattr(options, "server_metrics_interval", None) or SERVER_METRICS_INTERVAL_DEFAULT)
-        self.merger.scraper = ServerScraper(url, interval)
-        self.merger.scraper.start(self.merger.t0_wall)
-
-    def _discover_model(self) -> None:
-        if self.merger.model or not self.environment.host:
-            return
-        url = self.environment.host.rstrip("/").removesuffix("/v1") + "/v1/models"
-
-        def fetch() -> None:
-            try:
-                with urllib.request.urlopen(url, timeout=3) as r:
-                    data = json.loads(r.read())
-                self.merger.model = self.merger.model or str(data["data"][0]["id"])
-            except Exception:  # the model name is a label only; the users report a wrong host loudly
-                pass
-
-        gevent.spawn(fetch)
 
     def collect_last(self) -> None:
         """At quit, before the summary: bring in the results still on their way."""
@@ -378,45 +285,23 @@ class SummarizingRole(Role):
         self._detect.stop()
         self._stop_progress()
         self.collect_last()
-        if self.merger.scraper:
-            self.merger.scraper.stop(final_scrape=True)
-        self._stop_version_scrapers(final_scrape=True)
+        self.scrapes.stop(final=True)
         self.merger.end_run()
         self.finalize()
         if self.exporter:
             self.exporter.stop()
 
     def finalize(self) -> dict:
-        """Summary, SLO gate, console table and file sinks, then the ``on_summary`` sinks."""
+        """The final summary (after the ``before_final`` preparers and the last request lines), handed to every
+        ``on_summary`` sink: this package's outputs (telemetry/outputs.py), then the other packages'."""
         self.hub.hooks.prepare_final()
         if self.request_log is not None:
             self.write_request_lines()
             self.request_log.close()
         summary = self.hub.summary()
         self.merger.final_summary = summary
-        for line in failure_lines(summary["slo"]["checks"]):
-            log.error(line)
-        if not summary["slo"]["passed"]:
-            self.environment.process_exit_code = EXIT_CODE
-        for wid in summary["workers_lost"]:
-            log.warning(f"WARNING: worker {wid} was lost mid-run; the summary holds only what it reported")
-        print(console_table(summary), flush=True)
-        options = self.environment.parsed_options
-        if getattr(options, "llm_summary_json", None):
-            deliver_to("summary JSON", lambda: write_json(summary, options.llm_summary_json))
-        if getattr(options, "llm_csv", None):
-            deliver_to("CSV", lambda: write_csv(summary, options.llm_csv))
-        if getattr(options, "vllm_bench_json", None) and self.request_log is not None:
-            deliver_to("vLLM bench JSON", lambda: self.write_vllm_bench(summary, options))
         self.hub.hooks.deliver(summary)
         return summary
-
-
-    def write_vllm_bench(self, summary: dict, options) -> None:
-        path = self.request_log.path
-        write_vllm_bench(summary, read_records(path), options, options.vllm_bench_json)
-        if not getattr(options, "llm_requests_jsonl", None):
-            path.unlink(missing_ok=True)  # the records were only the bench file's input
 
 
 class MasterRole(SummarizingRole):
@@ -510,13 +395,14 @@ def role_for(runner) -> type[Role]:
 
 
 def install(environment) -> Role:
-    """Create ``environment.llm_telemetry`` and register this process's role; returns the role."""
-    hub = TelemetryHub(environment)
-    hub.hooks.add_section("versions", lambda view, summary: versions_section(
-        view, summary, getattr(environment, "llm_route_tokenizers", None)))
-    hub.hooks.add_section("route_fallback", fallback_section)
-    hub.hooks.add_section("detectors", lambda view, _summary: view.detectors)
-    environment.llm_telemetry = hub
+    """Set ``environment.llm.telemetry``, add this package's summary sections and register this process's role
+    (which adds the output sinks); returns the role."""
+    ctx = attach(environment)
+    hub = ctx.telemetry = TelemetryHub(environment)
+    hub.hooks.add_section("versions", lambda view, summary: versions_section(view, summary, ctx.route_tokenizers),
+                          empty=lambda _view: {})  # fmt: skip
+    hub.hooks.add_section("route_fallback", fallback_section, empty=lambda _view: None)
+    hub.hooks.add_section("detectors", lambda view, _summary: view.detectors, empty=lambda _view: None)
     role = role_for(environment.runner)(environment, hub).register()
     if not isinstance(role, WorkerRole):
         RunRecorder(environment).register()

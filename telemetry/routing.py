@@ -6,14 +6,13 @@ side (each version's tokenizer, a fallback applied to a process's table) are :mo
 ``until_s``), the N trailing windows of FROM and of TO that end at ``until_s`` are built from the per-version slots
 (:meth:`telemetry.view.RunView.version_windows`); a window is flagged when any condition holds (a relative one
 compares FROM with TO in the same window; a window without a value judges nothing). When all N are flagged the
-rule fires once: FROM's buckets move to TO (:func:`announce`: the local users' table, or a message to every
+rule fires once: FROM's buckets move to TO (:class:`RouteSwitch`: the local users' table, or a message to every
 worker), it is logged and counted as ``llm_route_fallback_total{from,to}``. The state is the run view's
 ``route_fallback`` and the summary's ``route_fallback`` section, with the requests each version was sent before and
 after the switch:
 
-    fb, state = start_fallback(options, window_s=5.0)
-    if fb is not None and fb.check(view, until_s, now_s):   # fired now
-        announce(environment, fb)
+    fb = RouteFallback(FallbackRule.parse(text), window_s=5.0)
+    if fb.check(view, until_s, now_s):   # fired now: RouteSwitch moves the buckets
     "switch_after_breach_s": seconds from the end of the first flagged window to the switch
 
 **The versions section.** The users route each request by its fingerprint (``--route-table``,
@@ -31,9 +30,11 @@ hit rate from that backend's /metrics) and latency quantiles (ms; the ``versions
 from __future__ import annotations
 
 import logging
+import time
 
 from locust.runners import MasterRunner
 
+from telemetry.merger import Merger
 from telemetry.metrics import CLIENT_METRICS, having
 from telemetry.recorder import Recorder
 from telemetry.scraper import metrics_url
@@ -123,36 +124,51 @@ def _fmt(c: dict) -> str:
     return f"{c['value'] * 1000:.0f} ms" + (f" vs {c['reference'] * 1000:.0f} ms" if c["reference"] is not None else "")
 
 
-def start_fallback(options, window_s: float) -> tuple[RouteFallback | None, dict | None]:
-    """--route-fallback at a test start: the rule, checked against the route table's versions, and its first state
-    (a bad one is logged and not run: no rule, a state that says why). A fallback a previous test applied is
-    forgotten: a new test routes by the table again."""
-    if options is not None and getattr(options, ROUTE_FALLBACK_OPTION, None) is not None:
-        setattr(options, ROUTE_FALLBACK_OPTION, None)
-    text = getattr(options, "route_fallback", None)
-    if not text:
-        return None, None
-    try:
-        rule = route_fallback_from(options)
-    except ValueError as e:
-        log.error(f"{e}; the fallback rule is not run")
-        return None, {"rule": str(text), "fired": False, "error": str(e)}
-    assert rule is not None  # text was given
-    fb = RouteFallback(rule, window_s)
-    return fb, dict(fb.state)
+class RouteSwitch:
+    """``--route-fallback`` on the master (or a local run): the rule, checked against the route table's versions at
+    start (a bad one is logged and not run: no judge, a state that says why), judged at each live check; when it
+    fires, FROM's buckets go to TO — in this process's users (a local run) or every worker's (the master sends
+    ``ROUTE_FALLBACK_MESSAGE`` and keeps it in the options for a worker that connects later)."""
 
+    def __init__(self, environment, merger: Merger) -> None:
+        self.environment = environment
+        self.merger = merger
+        self.fallback: RouteFallback | None = None
+        """The rule's judge while a valid rule runs, else None."""
 
-def announce(environment, fb: RouteFallback) -> None:
-    """A rule that fired: move the buckets in this process's users (a local run) or every worker's (the master
-    sends ``ROUTE_FALLBACK_MESSAGE`` and keeps it in the options for a worker that connects later)."""
-    msg = {"from": fb.rule.source, "to": fb.rule.target}
-    runner = environment.runner
-    if isinstance(runner, MasterRunner):
-        runner.send_message(ROUTE_FALLBACK_MESSAGE, msg)
-        if environment.parsed_options is not None:
-            setattr(environment.parsed_options, ROUTE_FALLBACK_OPTION, msg)
-    else:
-        apply_fallback(environment, msg)
+    def start(self) -> None:
+        self.fallback = None
+        options = self.environment.parsed_options
+        if options is not None and getattr(options, ROUTE_FALLBACK_OPTION, None) is not None:
+            setattr(options, ROUTE_FALLBACK_OPTION, None)  # a new test routes by the table again
+        text = getattr(options, "route_fallback", None)
+        if not text:
+            return
+        try:
+            rule = route_fallback_from(options)
+        except ValueError as e:
+            log.error(f"{e}; the fallback rule is not run")
+            self.merger.route_fallback = {"rule": str(text), "fired": False, "error": str(e)}
+            return
+        assert rule is not None  # text was given
+        self.fallback = RouteFallback(rule, self.merger.attribution_window)
+        self.merger.route_fallback = dict(self.fallback.state)
+
+    def check(self, view: RunView, until_s: float) -> None:
+        """Judge the rule; when it fires, move the buckets (this process's users, or every worker's)."""
+        fb = self.fallback
+        if fb is None:
+            return
+        if fb.check(view, until_s, time.time() - self.merger.t0_wall):
+            msg = {"from": fb.rule.source, "to": fb.rule.target}
+            runner = self.environment.runner
+            if isinstance(runner, MasterRunner):
+                runner.send_message(ROUTE_FALLBACK_MESSAGE, msg)
+                if self.environment.parsed_options is not None:
+                    setattr(self.environment.parsed_options, ROUTE_FALLBACK_OPTION, msg)
+            else:
+                apply_fallback(self.environment, msg)
+        self.merger.route_fallback = dict(fb.state)
 
 
 def version_backends(options) -> dict[str, str]:

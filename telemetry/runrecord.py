@@ -263,9 +263,9 @@ class RunRecorder:
     def register(self) -> RunRecorder:
         self.environment.events.test_start.add_listener(self._on_test_start)
         self.environment.events.test_stop.add_listener(self._on_test_stop)
-        hooks = self.environment.llm_telemetry.hooks
-        hooks.add_section("run", self.run_section)
-        hooks.add_section("server_env", lambda _view, _summary: self.server_env_now())
+        hooks = self.environment.llm.hooks
+        hooks.add_section("run", self.run_section, empty=lambda _view: None)
+        hooks.add_section("server_env", lambda _view, _summary: self.server_env_now(), empty=lambda _view: None)
         return self
 
     def _on_test_start(self, environment=None, **_kw) -> None:
@@ -312,12 +312,12 @@ class RunRecorder:
         options = view.options
         seed = getattr(options, "seed", None)
         workers = view.worker_count
-        tok = getattr(env, "llm_tokenizer", None)
+        tok = env.llm.tokenizer
         classes = [
             {"name": c.__name__, "weight": getattr(c, "weight", 1), "fixed_count": getattr(c, "fixed_count", 0)}
             for c in (env.user_classes or [])
         ]  # fmt: skip
-        stopped = getattr(env, "llm_stopped_by", None)
+        stopped = env.llm.stopped_by
         detectors = (view.detectors or {}).get("stopped_by") if isinstance(view.detectors, dict) else None
         if stopped is None and detectors:
             stopped = {"reason": "detector", **detectors}

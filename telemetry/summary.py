@@ -5,14 +5,14 @@ server series, so it is the same whatever the number of workers. Quantile object
 ``{"count", "mean", "p50", "p90", "p95", "p99", "max"}`` in milliseconds; an empty one has
 ``count`` 0 and ``None`` elsewhere.
 
-    summary = build_summary(merger.view(...), hooks)   # a RunView, and the sections to add (optional)
+    summary = build_summary(merger.view(...), hooks)   # a RunView, and the sections to add (run/hooks.py, optional)
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from telemetry.hooks import SummaryHooks
+from run.hooks import SummaryHooks
 from telemetry.metrics import having
 from telemetry.recorder import FINE_METRICS, Cell, Recorder, TurnStats
 from telemetry.sketch import LogSketch
@@ -185,26 +185,9 @@ def timeseries(view: RunView, window_s: float | None = None) -> dict:
     return {"window_s": window_s, "client": windows, "server": view.server_series}
 
 
-def default_sections(view: RunView) -> dict:
-    """What ``attribution``, ``saturation`` and ``versions`` hold when no provider filled them."""
-    empty_q = q_ms(LogSketch())
-    return {
-        "attribution": {
-            "window_s": view.attribution_window,
-            "spikes": [],
-            "batching_failure": {"verdict": False, "flagged_windows": []},
-            "decomposition": {
-                k: dict(empty_q)
-                for k in ("ttft_client_ms", "ttft_server_ms", "queue_ms", "prefill_ms", "decode_itl_server_ms")
-            },
-        },  # fmt: skip
-        "saturation": {"stage": None, "reason": "no saturation analysis ran"},
-        "versions": {},
-    }
-
-
 def build_summary(view: RunView, hooks: SummaryHooks | None = None) -> dict:
-    """The summary of ``view``, then the ``hooks``' sections over it (each fills its own key)."""
+    """The summary of ``view``, then the ``hooks``' sections over it: each section's key is placed (with its empty
+    value) after ``workers_lost`` and filled by its provider. Without hooks, the base summary only."""
     duration = view.duration_s
     spans = view.stage_spans()
     warmup = {st.name for st, _a, _b in spans if getattr(st, "warmup", False)}
@@ -252,7 +235,7 @@ def build_summary(view: RunView, hooks: SummaryHooks | None = None) -> dict:
         "client_kv_block_fill": {"mean": kv_total / kv_n if kv_n else None, "var": _var(kv_total, kv_sq, kv_n),
                                  "block_size": view.merged.kv_block, "block_size_source": view.merged.kv_block_source},
         "workers_lost": sorted(view.lost_workers),
-        **default_sections(view),
+        **(hooks.empty(view) if hooks is not None else {}),
         "timeseries": timeseries(view),
         "histograms": _histograms(cells, tuple(m.key for m in having("distribution"))),
     }

@@ -1,7 +1,7 @@
 """A read-only view of one run: what the summary, live table, exporter, sections and report are functions of.
 
 The :class:`~telemetry.merger.Merger` takes a view of its state (``merger.view(...)``); the hub hands a fresh
-one to whoever reads (``environment.llm_telemetry.view()``). A view is frozen: its fields are the merged store,
+one to whoever reads (``environment.llm.telemetry.view()``). A view is frozen: its fields are the merged store,
 the stage history, the server series and scrape counters, the SLO set, options, the run's clock, model, host
 and workers. Nothing here writes; build one without any Locust environment for tests or offline use:
 

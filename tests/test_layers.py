@@ -1,6 +1,12 @@
 """Imports go one way (docs/architecture.md "Layers"): no cycle among the project's modules or packages, and no
 package imports a layer above its own. The graph is built from the source with ``ast`` (every ``import``, also
-inside functions and under ``TYPE_CHECKING``), tests excluded."""
+inside functions and under ``TYPE_CHECKING``), tests excluded.
+
+The layers share a Locust environment's state through one typed context, ``environment.llm`` (run/context.py),
+never through loose ``environment.llm_*`` attributes read back with ``getattr(..., default)``: an ``ast`` walk of
+the product and the tests fails on ``getattr``/``setattr``/``hasattr`` with an ``"llm_..."`` name, on a
+``.__dict__.get("llm_...")`` and on an ``x.llm_...`` attribute — except on the parsed options, whose ``llm_``
+names are option destinations (``--llm-csv`` ...)."""
 
 from __future__ import annotations
 
@@ -12,7 +18,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 SKIP = {"tests", "results", "node_modules"}
 
-LAYERS = {"workload": 0, "shapes": 1, "users": 2, "telemetry": 3, "webui": 4}
+LAYERS = {"run": 0, "workload": 1, "shapes": 2, "users": 3, "telemetry": 4, "webui": 5}
 """The product layers, bottom to top: a package may import its own layer and those below it."""
 ONLY_WORKLOAD = ("tokenizer_checks", "server")
 """Side packages that may use only ``workload`` from the project."""
@@ -151,3 +157,57 @@ def test_layers_import_downwards_only():
             if a in LAYERS and b not in LAYERS:
                 wrong.append(f"{a} -> {b}")  # the product layers never reach into the CLIs, servers or scripts
     assert wrong == []
+
+
+def _is_options(node: ast.AST) -> bool:
+    """An expression naming the parsed options (``options``, ``parsed_options``, ``env.parsed_options``, ``opts``)."""
+    name = node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else ""
+    return name.endswith("options") or name == "opts"
+
+
+def loose_context_uses(source: str) -> list[tuple[int, str]]:
+    """(line, what) for each loose ``llm_*`` attribute of an object that is not the parsed options."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Call) and len(node.args) >= 2:
+            fn, (obj, name) = node.func, node.args[:2]
+            llm = isinstance(name, ast.Constant) and isinstance(name.value, str) and name.value.startswith("llm_")
+            if not llm:
+                continue
+            accessor = isinstance(fn, ast.Name) and fn.id in ("getattr", "setattr", "hasattr", "delattr")
+            if accessor and not _is_options(obj):
+                found.append((node.lineno, f"{fn.id}(..., {name.value!r})"))
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get":
+            owner = node.func.value
+            arg = node.args[0] if node.args else None
+            if (isinstance(owner, ast.Attribute) and owner.attr == "__dict__" and isinstance(arg, ast.Constant)
+                    and isinstance(arg.value, str) and arg.value.startswith("llm_")):
+                found.append((node.lineno, f"__dict__.get({arg.value!r})"))
+        if isinstance(node, ast.Attribute) and node.attr.startswith("llm_") and not _is_options(node.value):
+            found.append((node.lineno, f".{node.attr}"))
+    return found
+
+
+def test_loose_context_finder_finds_each_form():
+    bad = """
+getattr(environment, "llm_pacer", None)
+setattr(env, "llm_users", settings)
+env.__dict__.get("llm_tokenizer")
+self.environment.llm_stage_board.set(stage)
+"""
+    good = """
+getattr(options, "llm_csv", None)
+getattr(self.environment.parsed_options, "llm_report", None)
+environment.llm.pacer
+options.llm_summary_json
+"""
+    assert [what for _line, what in loose_context_uses(bad)] == [
+        "getattr(..., 'llm_pacer')", "setattr(..., 'llm_users')", "__dict__.get('llm_tokenizer')", ".llm_stage_board"]
+    assert loose_context_uses(good) == []
+
+
+def test_no_loose_environment_attributes():
+    files = [*project_modules().values(), *(ROOT / "tests").rglob("*.py")]
+    wrong = [f"{path.relative_to(ROOT)}:{line}: {what}"
+             for path in files for line, what in loose_context_uses(path.read_text(encoding="utf-8"))]
+    assert wrong == [], "use the run context's field (environment.llm.<field>, run/context.py)"

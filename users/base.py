@@ -11,10 +11,10 @@ Each task iteration sends ONE LLM request and fires ONE Locust request event for
     class MyEndpoint(LLMUser):      # any registered API adapter (users.adapters)
         adapter = "my-endpoint"
 
-A user reads the process settings (``environment.llm_users``, built at test_start), stamps the current
-stage (``environment.llm_stage_board``), draws the request's input once (:func:`users.request.draw`: prompt
+A user reads the process settings (``environment.llm.settings``, built at test_start), stamps the current
+stage (``environment.llm.stage_board``), draws the request's input once (:func:`users.request.draw`: prompt
 length from the stage's ``input_len`` or ``--input-len``), has its adapter build the body, and in open loop
-waits for ``environment.llm_pacer.wait_slot()`` before sending. Replaying a trace (``--trace``), it takes the
+waits for ``environment.llm.pacer.wait_slot()`` before sending. Replaying a trace (``--trace``), it takes the
 pacer's next slot first — a trace line — builds that line's request (:func:`users.request.draw_trace`), then
 sleeps until the line's time.
 """
@@ -32,6 +32,7 @@ from geventhttpclient.url import URL
 from locust import constant, task
 from locust.contrib.fasthttp import FastHttpUser
 
+from run.context import attach
 from shapes.stage import MAIN
 from users.adapters import adapter_named
 from users.adapters.base import Adapter
@@ -73,13 +74,14 @@ class LLMUser(FastHttpUser):
     """No think time: the load is set by the number of users (or by the pacer)."""
 
     def __init__(self, environment) -> None:
-        settings = getattr(environment, "llm_users", None)
+        ctx = attach(environment)
+        settings = ctx.settings
         if settings is None:  # an Environment built without the plugin (tests, library use)
-            settings = environment.llm_users = RunSettings.from_options(environment.parsed_options)
+            settings = ctx.settings = RunSettings.from_options(environment.parsed_options)
         self.settings: RunSettings = settings
         self.api: Adapter = adapter_named(self.adapter)
         # with the process's stall watch, sockets block without a per-read timer (see users.watchdog)
-        watched = getattr(environment, "llm_stall_watch", None) is not None
+        watched = ctx.stall_watch is not None
         self.network_timeout = None if watched else settings.request_timeout
         self.connection_timeout = min(settings.request_timeout, 60.0)
         super().__init__(environment)
@@ -116,7 +118,7 @@ class LLMUser(FastHttpUser):
 
     @task
     def generate(self) -> None:
-        budget = getattr(self.environment, "llm_budget", None)  # --num-requests (users/budget.py)
+        budget = self.environment.llm.budget  # --num-requests (users/budget.py)
         if budget is None:
             self.send()
             return
@@ -132,12 +134,12 @@ class LLMUser(FastHttpUser):
         """Send one request and report it; None when a replayed trace has no line left for this process."""
         env = self.environment
         api = self.api
-        pacer = getattr(env, "llm_pacer", None)
+        pacer = env.llm.pacer
         slot = pacer.take() if pacer is not None and pacer.replaying else None  # (time, trace line)
         if pacer is not None and pacer.replaying and slot is None:
             gevent.sleep(TRACE_SPENT_SLEEP_S)
             return None
-        board = getattr(env, "llm_stage_board", None)
+        board = env.llm.stage_board
         stage = board.current if board is not None else MAIN
         conv = self._conv if slot is None else None
         building = time.perf_counter()  # the tokenizer layer: prompt synthesis + counting + body, before t0
@@ -172,7 +174,7 @@ class LLMUser(FastHttpUser):
             t0 = slot[0]
         else:
             t0 = pacer.wait_slot() if pacer is not None else None
-        result = exchange(target.http, call, t0, getattr(env, "llm_inflight", None), self.settings.count_text)
+        result = exchange(target.http, call, t0, env.llm.inflight, self.settings.count_text)
         result = replace(result, prompt_build_s=built_s)
         env.events.request.fire(
             request_type="LLM",

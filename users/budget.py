@@ -1,6 +1,6 @@
 """Request budget: ``--num-requests N`` ends the run after exactly N LLM requests were sent and finished, across
 every worker (vllm bench's ``--num-prompts``); ``--max-errors N`` stops a run once N LLM requests have failed
-(GuideLLM's constraint). Why the run stopped is ``environment.llm_stopped_by`` (the summary's
+(GuideLLM's constraint). Why the run stopped is ``environment.llm.stopped_by`` (the summary's
 ``run.stopped_by``).
 
 Exactness across workers: at ``test_start`` the master splits N over the workers it starts (``split``: the first
@@ -25,6 +25,8 @@ from collections.abc import Callable
 
 import gevent
 from locust.runners import STATE_MISSING, MasterRunner, WorkerRunner
+
+from run.context import attach
 
 log = logging.getLogger(__name__)
 
@@ -77,9 +79,9 @@ class Budget:
 
 def stop_run(environment, stopped_by: dict) -> None:
     """End the run (headless: quit, as --run-time does; web UI: stop) and say why, once."""
-    if getattr(environment, "llm_stopped_by", None) is not None:
+    if environment.llm.stopped_by is not None:
         return
-    environment.llm_stopped_by = stopped_by
+    environment.llm.stopped_by = stopped_by
     runner = environment.runner
     if runner is None:
         return
@@ -107,8 +109,9 @@ class BudgetPlugin:
         self.sent = 0
         self._watch: gevent.Greenlet | None = None
         self._lost_watch: gevent.Greenlet | None = None
-        environment.llm_budget = None
-        environment.llm_stopped_by = None
+        ctx = attach(environment)
+        ctx.budget = None
+        ctx.stopped_by = None
 
     def register(self) -> BudgetPlugin:
         env, runner = self.environment, self.environment.runner
@@ -129,11 +132,11 @@ class BudgetPlugin:
         env, runner = self.environment, self.environment.runner
         num, max_errors = self._options(env)
         if isinstance(runner, WorkerRunner):
-            if num and env.llm_budget is None:  # joined after the master split the budget: no share
+            if num and env.llm.budget is None:  # joined after the master split the budget: no share
                 log.warning("--num-requests: this worker got no share of the budget (it joined late); it sends none")
-                env.llm_budget = Budget(0, self._tell_master)
+                env.llm.budget = Budget(0, self._tell_master)
             return
-        env.llm_stopped_by = None
+        env.llm.stopped_by = None
         if isinstance(runner, MasterRunner):
             if num:
                 workers = sorted(c.id for c in runner.clients.ready + runner.clients.running + runner.clients.spawning)
@@ -143,7 +146,7 @@ class BudgetPlugin:
                 log.info(f"--num-requests {num}: {', '.join(map(str, split(num, len(workers))))} per worker")
                 self._lost_watch = gevent.spawn(self._watch_lost)
         elif num:
-            env.llm_budget = Budget(num, lambda n: self._all_done(n))
+            env.llm.budget = Budget(num, lambda n: self._all_done(n))
         if max_errors:
             self._watch = gevent.spawn(self._watch_errors, max_errors)
 
@@ -153,10 +156,10 @@ class BudgetPlugin:
                 g.kill(block=False)
         self._watch = self._lost_watch = None
         if isinstance(self.environment.runner, WorkerRunner):
-            self.environment.llm_budget = None  # the next run's quota comes before its test_start
+            self.environment.llm.budget = None  # the next run's quota comes before its test_start
 
     def _on_quota(self, environment=None, msg=None, **_kw) -> None:
-        self.environment.llm_budget = Budget(int(msg.data["quota"]), self._tell_master)
+        self.environment.llm.budget = Budget(int(msg.data["quota"]), self._tell_master)
 
     def _tell_master(self, finished: int) -> None:
         runner = self.environment.runner

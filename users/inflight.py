@@ -1,4 +1,4 @@
-"""Live in-flight requests of this process: ``environment.llm_inflight`` (COMMON contract 2).
+"""Live in-flight requests of this process: ``environment.llm.inflight`` (COMMON contract 2).
 
 Each request the client is reading is one :class:`LiveRequest`: its liveness (the last byte's time,
 the greenlet reading it), which the stall watch (:mod:`users.watchdog`) reads, and its progress (prompt
@@ -6,8 +6,8 @@ and output tokens so far), read from the chunk tally the client already updates.
 costs one set insert and one discard per request; per read, one attribute store (``last``).
 
     live = LiveRequest(tally, time.perf_counter())   # owner: the calling greenlet
-    environment.llm_inflight.add(live)
-    environment.llm_inflight.snapshot()              # [(prompt_tokens, output_tokens_so_far), ...]
+    environment.llm.inflight.add(live)
+    environment.llm.inflight.snapshot()              # [(prompt_tokens, output_tokens_so_far), ...]
 """
 
 from __future__ import annotations

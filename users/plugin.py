@@ -1,11 +1,12 @@
 """Wire the users into a Locust Environment: ``install(environment)`` from the locustfile's init listener.
 
-Creates ``environment.llm_inflight`` and, at every ``test_start`` on a process that runs users (local
-or worker, not the master), ``environment.llm_users`` (:class:`~users.settings.RunSettings`): options
-parsed, the model resolved once per process from ``GET /v1/models`` unless ``--model`` names it, the
-tokenizer chosen for it (``--tokenizer auto``: :func:`workload.tokenizers.choose_tokenizer`; logged, and kept
-as ``environment.llm_tokenizer`` for the summary's ``run.tokenizer``: name, hash, source, model), and the
-client/server prompt-token counts compared through ``/tokenize`` (:mod:`users.align`).
+Fills the run context's users fields: ``environment.llm.inflight`` and, at every ``test_start`` on a process
+that runs users (local or worker, not the master), ``environment.llm.settings``
+(:class:`~users.settings.RunSettings`): options parsed, the model resolved once per process from
+``GET /v1/models`` unless ``--model`` names it, the tokenizer chosen for it (``--tokenizer auto``:
+:func:`workload.tokenizers.choose_tokenizer`; logged, and kept as ``environment.llm.tokenizer`` for the summary's
+``run.tokenizer``: name, hash, source, model), and the client/server prompt-token counts compared through
+``/tokenize`` (:mod:`users.align`).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import sys
 import gevent
 from locust.runners import MasterRunner, WorkerRunner
 
+from run.context import attach
 from users.align import check
 from users.budget import install as install_budget
 from users.inflight import Inflight
@@ -37,7 +39,7 @@ class UsersPlugin:
         self._models: dict[str, str | None] = {}
 
     def register(self) -> None:
-        self.environment.llm_inflight = Inflight()
+        attach(self.environment).inflight = Inflight()
         if isinstance(self.environment.runner, WorkerRunner):
             self.environment.runner.register_message(ROUTE_FALLBACK_MESSAGE, self._on_fallback)
         self.environment.events.test_start.add_listener(self._on_test_start)
@@ -49,10 +51,10 @@ class UsersPlugin:
         self._on_test_stop()
 
     def _on_test_stop(self, **_kw) -> None:
-        watch = getattr(self.environment, "llm_stall_watch", None)
+        watch = self.environment.llm.stall_watch
         if watch is not None:
             watch.stop()
-            self.environment.llm_stall_watch = None
+            self.environment.llm.stall_watch = None
 
     def _on_test_start(self, environment, **_kw) -> None:
         if isinstance(environment.runner, MasterRunner):
@@ -68,10 +70,10 @@ class UsersPlugin:
             if environment.runner is not None:
                 gevent.spawn_later(0, environment.runner.quit)
             return
-        environment.llm_users = settings
+        environment.llm.settings = settings
         _prime_inspect()
         self._on_test_stop()
-        environment.llm_stall_watch = StallWatch(environment.llm_inflight, settings.request_timeout).start()
+        environment.llm.stall_watch = StallWatch(environment.llm.inflight, settings.request_timeout).start()
         host = environment.host or ""
         if not host and settings.route_table is not None:
             host = settings.route_table.spans[0][2].base_url
@@ -80,12 +82,12 @@ class UsersPlugin:
         if settings.model is None:
             settings.model = self._model(host, settings.headers(False))
         self._use(environment, choose_tokenizer(self._option(environment), settings.model))
-        settings.use_tokenizer(environment.llm_tokenizer.name)
+        settings.use_tokenizer(environment.llm.tokenizer.name)
         if settings.route_table is not None:
             settings.versions = self._versions(environment, settings)
             if isinstance(environment.runner, WorkerRunner):  # joined after the master's fallback
                 apply_fallback(environment, getattr(environment.parsed_options, ROUTE_FALLBACK_OPTION, None))
-        settings.opens_thinking = environment.llm_tokenizer.opens_thinking
+        settings.opens_thinking = environment.llm.tokenizer.opens_thinking
         post = json_poster(host, settings.headers(False))
         for chat in (True, False):
             source = settings.source(chat)
@@ -94,15 +96,15 @@ class UsersPlugin:
 
     def _versions(self, environment, settings: RunSettings) -> dict:
         """Each route version's tokenizer (users/routing.py), logged once and kept as
-        ``environment.llm_route_tokenizers`` for the run record."""
+        ``environment.llm.route_tokenizers`` for the run record."""
         headers = settings.headers(False)
         versions = resolve_versions(settings.route_table, settings.route_tokenizers, self._option(environment),
                                     lambda url: self._model(url, headers))  # fmt: skip
-        if environment.__dict__.get("llm_route_tokenizers") is None:
+        if environment.llm.route_tokenizers is None:
             for v, vt in versions.items():
                 log.info("LLM users: version %s counts with %s (%s), sha256 %s, X-Compat-Level %s against %s",
                          v, vt.name, vt.source, vt.hash[:16], vt.compat_level, vt.reference)  # fmt: skip
-        environment.llm_route_tokenizers = {v: vt.record() for v, vt in versions.items()}
+        environment.llm.route_tokenizers = {v: vt.record() for v, vt in versions.items()}
         return versions
 
     def _on_fallback(self, environment, msg, **_kw) -> None:
@@ -115,13 +117,13 @@ class UsersPlugin:
 
     def _use(self, environment, chosen: Chosen) -> None:
         """Say which tokenizer counts (a warning for a fallback) and keep it for the run record."""
-        if environment.__dict__.get("llm_tokenizer") != chosen:
+        if environment.llm.tokenizer != chosen:
             if chosen.warning:
                 log.warning("LLM users: %s", chosen.warning)
             why = {"option": "--tokenizer", "model": f"for the served model {chosen.model!r}",
                    "hub": f"Hugging Face {chosen.model!r}", "fallback": "fallback"}[chosen.source]
             log.info("LLM users: tokenizer %s (%s), sha256 %s", chosen.name, why, chosen.hash[:16])
-        environment.llm_tokenizer = chosen  # the summary's run.tokenizer (telemetry/runrecord.py)
+        environment.llm.tokenizer = chosen  # the summary's run.tokenizer (telemetry/runrecord.py)
 
     def _master_tokenizer(self, environment) -> None:
         """The master runs no users but writes the summary: it makes the same choice as the workers (the same

@@ -245,7 +245,7 @@ def resolve_versions(table: RouteTable, named: dict[str, str], tokenizer_option:
 # ---- a fallback, applied here ------------------------------------------------------------------------------------
 def apply_fallback(environment, data: dict | None) -> bool:
     """Move ``data["from"]``'s buckets to ``data["to"]`` in this process's route table; False when nothing moved."""
-    settings = getattr(environment, "llm_users", None)
+    settings = environment.llm.settings
     if settings is None or not isinstance(data, dict):
         return False
     moved = settings.fall_back(str(data.get("from")), str(data.get("to")))

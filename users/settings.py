@@ -1,4 +1,4 @@
-"""Per-process request settings, built from the parsed options at ``test_start``: ``environment.llm_users``.
+"""Per-process request settings, built from the parsed options at ``test_start``: ``environment.llm.settings``.
 
 Holds what every LLM user of this process shares: the seeded Generator (``--seed`` + worker index),
 the length distributions, the tokenizer, the prompt sources (one for chat, one for completions), the

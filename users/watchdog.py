@@ -6,7 +6,7 @@ timeout and this one greenlet per process watches the in-flight requests instead
 last byte (``LiveRequest.last``) is older than ``--request-timeout`` gets :class:`Stalled` thrown into its
 greenlet, which the client reports as a ``timeout`` failure.
 
-    watch = StallWatch(environment.llm_inflight, timeout_s=30).start()
+    watch = StallWatch(environment.llm.inflight, timeout_s=30).start()
     ...
     watch.stop()
 """

@@ -13,7 +13,7 @@ shape's ``progress()``), Locust's user count and state, the saturation verdict (
 the live detectors (``live()["detectors"]``, telemetry/detectors.py) when they run.
 
     from webui.charts import install
-    install(environment)   # needs environment.llm_telemetry and a web UI; else does nothing
+    install(environment)   # needs environment.llm.telemetry and a web UI; else does nothing
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from html import escape
 from flask import Blueprint, Response, request
 from locust.runners import STATE_RUNNING, STATE_SPAWNING, MasterRunner
 
+from run.context import attach
 from telemetry.report.fmt import num
 from telemetry.report.render import CSS
 from telemetry.report.sections import load_charts
@@ -265,7 +266,7 @@ class ChartsPage:
         if self._cache is not None and now - self._cache[0] < CACHE_S:
             return self._cache[1]
         env = self.environment
-        hub = env.llm_telemetry
+        hub = env.llm.telemetry
         final = hub.final_summary
         summary = final or hub.summary()
         live = hub.live() or {}
@@ -296,7 +297,7 @@ class ChartsPage:
         w = live_window(duration - (0.0 if final else lag), window)
         if w == window:
             return summary
-        return {**summary, "timeseries": timeseries(self.environment.llm_telemetry.view(), w)}
+        return {**summary, "timeseries": timeseries(self.environment.llm.telemetry.view(), w)}
 
     def data_response(self) -> Response:
         try:
@@ -342,6 +343,6 @@ class ChartsPage:
 
 def install(environment) -> ChartsPage | None:
     web_ui = getattr(environment, "web_ui", None)
-    if web_ui is None or getattr(environment, "llm_telemetry", None) is None:
+    if web_ui is None or attach(environment).telemetry is None:
         return None
     return ChartsPage(environment).register(web_ui)

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 from flask import Blueprint, jsonify
 
+from run.context import attach
+
 
 def install(environment) -> None:
-    load = getattr(environment, "llm_client_load", None)
+    load = attach(environment).client_load
     web_ui = getattr(environment, "web_ui", None)
     if load is None or web_ui is None:
         return

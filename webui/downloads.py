@@ -13,7 +13,7 @@ The last two are offered when their option is set (they serve the file that opti
 The summary and CSV files are built from the summary as of now while the run goes, the final one after it.
 
     from webui.downloads import install
-    install(environment)   # needs environment.llm_telemetry and a web UI; else does nothing
+    install(environment)   # needs environment.llm.telemetry and a web UI; else does nothing
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from pathlib import Path
 
 from flask import Blueprint, Response
 
+from run.context import attach
 from telemetry.sinks import csv_text, json_bytes, stages_rows, stats_rows
 
 log = logging.getLogger(__name__)
@@ -47,7 +48,7 @@ class Downloads:
         self.environment = environment
 
     def summary(self) -> dict:
-        hub = self.environment.llm_telemetry
+        hub = self.environment.llm.telemetry
         return hub.final_summary or hub.summary()
 
     def links(self) -> list[dict]:
@@ -112,6 +113,6 @@ class Downloads:
 
 def install(environment) -> Downloads | None:
     web_ui = getattr(environment, "web_ui", None)
-    if web_ui is None or getattr(environment, "llm_telemetry", None) is None or environment.parsed_options is None:
+    if web_ui is None or attach(environment).telemetry is None or environment.parsed_options is None:
         return None
     return Downloads(environment).register(web_ui)

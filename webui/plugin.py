@@ -32,6 +32,7 @@ from flask import Blueprint, Response, jsonify, request
 from locust.runners import STATE_INIT, STATE_RUNNING, STATE_SPAWNING
 from werkzeug.datastructures import ImmutableMultiDict
 
+from run.context import attach
 from webui.charts import install as install_charts
 from webui.client_load import install as install_client_load
 from webui.downloads import install as install_downloads
@@ -51,10 +52,11 @@ REPORT_HREF = "./llm/report"
 
 
 class LLMTab:
-    """Registers the LLM tab on one web UI; reads ``environment.llm_telemetry.live()`` on each poll."""
+    """Registers the LLM tab on one web UI; reads ``environment.llm.telemetry.live()`` on each poll."""
 
     def __init__(self, environment) -> None:
         self.environment = environment
+        attach(environment)
         self._warned = False
         self._starting = False
         """A start was accepted and the runner is still "ready": the test_start listeners (model and tokenizer
@@ -62,14 +64,14 @@ class LLMTab:
         gap, took "ready" for "not started" and showed the start form again for the whole run."""
 
     def live(self) -> dict[str, Any]:
-        hub = getattr(self.environment, "llm_telemetry", None)
+        hub = self.environment.llm.telemetry
         if hub is None or not hasattr(hub, "live"):
             return {}
         try:
             return hub.live() or {}
         except Exception:  # a telemetry bug must not break Locust's own stats page
             if not self._warned:
-                log.exception("LLM tab: llm_telemetry.live() failed; the tab shows no rows")
+                log.exception("LLM tab: the telemetry hub's live() failed; the tab shows no rows")
                 self._warned = True
             return {}
 
@@ -88,7 +90,7 @@ class LLMTab:
 
     def _planned_users(self) -> dict[str, int]:
         """Stage name -> the user count its shape planned (from the stage board's history)."""
-        board = getattr(self.environment, "llm_stage_board", None)
+        board = self.environment.llm.stage_board
         history = getattr(board, "history", None) or []
         return {st.name: st.users for st, *_ in history if getattr(st, "users", None) is not None}
 

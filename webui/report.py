@@ -1,7 +1,7 @@
 """``/llm/report`` in Locust's web UI: the HTML report of the run's final summary, or a live one while it runs.
 
     from webui.report import install
-    install(environment)   # needs environment.llm_telemetry and a web UI; else does nothing
+    install(environment)   # needs environment.llm.telemetry and a web UI; else does nothing
 """
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ import logging
 
 from flask import Blueprint, Response
 
+from run.context import attach
 from telemetry.report.render import render
 
 log = logging.getLogger(__name__)
@@ -22,7 +23,7 @@ class ReportPage:
         self.environment = environment
 
     def page(self) -> Response:
-        hub = getattr(self.environment, "llm_telemetry", None)
+        hub = self.environment.llm.telemetry
         if hub is None:
             return Response("no LLM telemetry in this process", status=404, mimetype="text/plain")
         try:
@@ -45,6 +46,6 @@ class ReportPage:
 
 def install(environment) -> ReportPage | None:
     web_ui = getattr(environment, "web_ui", None)
-    if web_ui is None or getattr(environment, "llm_telemetry", None) is None:
+    if web_ui is None or attach(environment).telemetry is None:
         return None
     return ReportPage(environment).register(web_ui)

@@ -8,7 +8,7 @@ workers; quantiles from merged sketches), and for the run ``server_kv_usage`` (t
 stage row's KV figures are the stage's means. Quantiles
 are never averaged or summed across stages, so the "now" row leaves them empty. Anything missing shows as an em dash.
 
-    rows = llm_rows(environment.llm_telemetry.live(), users=runner.user_count)
+    rows = llm_rows(environment.llm.telemetry.live(), users=runner.user_count)
 """
 
 from __future__ import annotations

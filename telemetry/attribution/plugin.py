@@ -8,10 +8,13 @@ from __future__ import annotations
 
 import sys
 
+from run.context import attach
+from run.hooks import SummaryHooks
 from telemetry.attribution.bottleneck import verdict
 from telemetry.attribution.console import console_lines
 from telemetry.attribution.section import AttributionConfig, build
-from telemetry.hooks import SummaryHooks
+from telemetry.sketch import LogSketch
+from telemetry.summary import q_ms
 from telemetry.view import RunView
 
 
@@ -38,15 +41,29 @@ def print_lines(summary: dict) -> None:
         sys.stdout.flush()
 
 
+def empty(view: RunView) -> dict:
+    """The ``attribution`` section until it has run: no spike, no batching failure, empty decomposition."""
+    empty_q = q_ms(LogSketch())
+    return {
+        "window_s": view.attribution_window,
+        "spikes": [],
+        "batching_failure": {"verdict": False, "flagged_windows": []},
+        "decomposition": {
+            k: dict(empty_q)
+            for k in ("ttft_client_ms", "ttft_server_ms", "queue_ms", "prefill_ms", "decode_itl_server_ms")
+        },
+    }
+
+
 def register(hooks: SummaryHooks) -> None:
-    hooks.add_section("attribution", section)
+    hooks.add_section("attribution", section, empty=empty)
     hooks.on_summary(print_lines)
 
 
 def install(environment) -> SummaryHooks | None:
-    """Add the section and the console lines to ``environment.llm_telemetry``'s hooks (None without telemetry)."""
-    hub = getattr(environment, "llm_telemetry", None)
-    if hub is None:
+    """Add the section and the console lines to the run's summary hooks (None without telemetry)."""
+    ctx = attach(environment)
+    if ctx.telemetry is None:
         return None
-    register(hub.hooks)
-    return hub.hooks
+    register(ctx.hooks)
+    return ctx.hooks

@@ -13,6 +13,7 @@ import logging
 import os
 from pathlib import Path
 
+from run.context import attach
 from telemetry.compare import CompareError, load
 from telemetry.report.render import render
 
@@ -53,9 +54,9 @@ class ReportSink:
 
 
 def install(environment) -> ReportSink | None:
-    hub = getattr(environment, "llm_telemetry", None)
-    if hub is None:
+    ctx = attach(environment)
+    if ctx.telemetry is None:
         return None
     sink = ReportSink(environment)
-    hub.hooks.on_summary(sink)
+    ctx.hooks.on_summary(sink)
     return sink

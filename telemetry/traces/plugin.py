@@ -6,7 +6,7 @@
 - the master (or local run): the OTLP receiver, the join, the ``traces`` summary section, and before the final
   summary a wait of up to ``--otlp-grace`` seconds for the spans of completed requests.
 
-    install(environment)       # environment.llm_traces is the TraceJoin (None without --otlp-receiver)
+    install(environment)       # environment.llm.traces is the TraceJoin (None without --otlp-receiver)
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ import time
 import gevent
 from locust.runners import MasterRunner, WorkerRunner
 
+from run.context import attach
 from telemetry.traces.export import SpanExport
 from telemetry.traces.join import ClientRecord, TraceJoin, client_record
 from telemetry.traces.options import OTLP_GRACE_DEFAULT, OTLP_RECEIVER_HOST_DEFAULT
@@ -53,10 +54,10 @@ class TracesPlugin:
         if self.is_worker:
             ev.report_to_master.add_listener(self.on_report_to_master)
         else:
-            hub = self.environment.llm_telemetry
-            hub.hooks.add_section("traces", self.section)
-            hub.hooks.before_final(self.wait_for_spans)
-            hub.hooks.on_summary(self.stop_receiver)  # after the final summary (Locust fires quitting in reverse)
+            hooks = self.environment.llm.hooks
+            hooks.add_section("traces", self.section, empty=lambda _view: None)
+            hooks.before_final(self.wait_for_spans)
+            hooks.on_summary(self.stop_receiver)  # after the final summary (Locust fires quitting in reverse)
         if self.is_master:
             ev.worker_report.add_listener(self.on_worker_report)
         return self
@@ -69,7 +70,7 @@ class TracesPlugin:
         self._outbox.clear()
         if not self.is_worker:
             self.join.reset()
-            self.environment.llm_traces = self.join if self.collect else None
+            self.environment.llm.traces = self.join if self.collect else None
             if self.collect and self.receiver is None:
                 host = str(_opt(options, "otlp_receiver_host", OTLP_RECEIVER_HOST_DEFAULT))
                 rx = OtlpReceiver(self.join, host, port)
@@ -143,7 +144,8 @@ class TracesPlugin:
 
 def install(environment) -> TracesPlugin | None:
     """Register on ``environment`` (None without telemetry)."""
-    if getattr(environment, "llm_telemetry", None) is None:
+    ctx = attach(environment)
+    if ctx.telemetry is None:
         return None
-    environment.llm_traces = None
+    ctx.traces = None
     return TracesPlugin(environment).register()

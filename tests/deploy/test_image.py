@@ -12,7 +12,7 @@ import subprocess
 from tests.deploy.compose import command, option, rendered
 from tests.support import ROOT
 
-RUNTIME_PACKAGES = ("users", "workload", "shapes", "telemetry", "tokenizer_checks", "server", "webui")
+RUNTIME_PACKAGES = ("run", "users", "workload", "shapes", "telemetry", "tokenizer_checks", "server", "webui")
 DOCKERFILE = (ROOT / "Dockerfile").read_text()
 
 

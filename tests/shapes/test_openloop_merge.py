@@ -26,7 +26,7 @@ class _Paced(User):
 
     @task
     def send(self) -> None:
-        pacer = getattr(self.environment, "llm_pacer", None)
+        pacer = self.environment.llm.pacer
         if pacer is None or pacer.rate is None:
             gevent.sleep(0.02)
             return
@@ -65,11 +65,11 @@ def test_master_sums_each_workers_open_loop_counts_per_stage(sweep):
     master_env.runner.start_shape()
     assert _wait(lambda: master_env.runner.shape_greenlet is not None)
     master_env.runner.shape_greenlet.join(timeout=15)
-    assert [s.name for s, *_ in master_env.llm_stage_board.history] == ["warmup rate=20", "rate=20", "rate=40"]
+    assert [s.name for s, *_ in master_env.llm.stage_board.history] == ["warmup rate=20", "rate=20", "rate=40"]
     per_worker = [TAKEN.get(id(w), Counter()) for w in workers]
     assert all(c["rate=20"] > 0 and c["rate=40"] > 0 for c in per_worker), per_worker  # both workers took slots
     want = sum(per_worker, Counter())
-    tally = master_env.llm_shape_tally
+    tally = master_env.llm.shape_tally
 
     def merged() -> dict[str, int]:
         return {stage: c["scheduled"] for stage, c in tally.counts.items() if c["scheduled"]}

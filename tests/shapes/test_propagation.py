@@ -55,11 +55,11 @@ def test_local_rate_stage_creates_pacer_with_full_rate():
     env = _env()
     env.create_local_runner()
     install(env)
-    assert env.llm_pacer is None and env.shape_class is None
-    env.llm_stage_board.set(Stage("rate=8", rate=8.0, users=8))
-    assert env.llm_pacer is not None and env.llm_pacer.rate == 8.0
-    env.llm_stage_board.set(Stage("users=4", users=4))  # closed loop again: pacer paused
-    assert env.llm_pacer.rate is None
+    assert env.llm.pacer is None and env.shape_class is None
+    env.llm.stage_board.set(Stage("rate=8", rate=8.0, users=8))
+    assert env.llm.pacer is not None and env.llm.pacer.rate == 8.0
+    env.llm.stage_board.set(Stage("users=4", users=4))  # closed loop again: pacer paused
+    assert env.llm.pacer.rate is None
 
 
 def test_no_shape_run_is_one_main_stage():
@@ -69,8 +69,8 @@ def test_no_shape_run_is_one_main_stage():
     runner.start(2, 100)
     try:
         assert env.shape_class is None
-        assert _wait(lambda: env.llm_stage_board.history)
-        assert [s for s, *_ in env.llm_stage_board.history] == [MAIN]
+        assert _wait(lambda: env.llm.stage_board.history)
+        assert [s for s, *_ in env.llm.stage_board.history] == [MAIN]
     finally:
         runner.quit()
 
@@ -100,12 +100,12 @@ def test_local_sweep_runs_stages_and_stamps_pacer():
     runner = env.create_local_runner()
     install(env)
     runner.start_shape()
-    assert _wait(lambda: env.llm_stage_board.current.name == "rate=40", timeout=10)
-    assert env.llm_pacer is not None and env.llm_pacer.rate == 40.0
+    assert _wait(lambda: env.llm.stage_board.current.name == "rate=40", timeout=10)
+    assert env.llm.pacer is not None and env.llm.pacer.rate == 40.0
     runner.shape_greenlet.join(timeout=10)
-    names = [s.name for s, *_ in env.llm_stage_board.history]
+    names = [s.name for s, *_ in env.llm.stage_board.history]
     assert names == ["warmup rate=20", "rate=20", "rate=40"]
-    assert env.llm_pacer is None  # test stopped: closed loop again
+    assert env.llm.pacer is None  # test stopped: closed loop again
     runner.quit()
 
 
@@ -134,11 +134,11 @@ def test_master_sends_stage_and_worker_share(cluster):
     master_env, add_worker, _ = cluster
     w1, w2 = add_worker(), add_worker()
     assert _wait(lambda: master_env.runner.worker_count == 2)
-    master_env.llm_stage_board.set(Stage("rate=12", rate=12.0, users=4))
-    assert _wait(lambda: w1.llm_stage_board.current.name == "rate=12" and w2.llm_stage_board.current.name == "rate=12")
-    assert w1.llm_pacer.rate == pytest.approx(6.0) and w2.llm_pacer.rate == pytest.approx(6.0)
+    master_env.llm.stage_board.set(Stage("rate=12", rate=12.0, users=4))
+    assert _wait(lambda: w1.llm.stage_board.current.name == "rate=12" and w2.llm.stage_board.current.name == "rate=12")
+    assert w1.llm.pacer.rate == pytest.approx(6.0) and w2.llm.pacer.rate == pytest.approx(6.0)
     assert getattr(master_env.parsed_options, OPTION_KEY)["workers"] == 2
-    assert master_env.llm_pacer is None  # no users on the master
+    assert master_env.llm.pacer is None  # no users on the master
 
 
 def test_late_worker_gets_current_stage_and_shares_update(cluster):
@@ -146,13 +146,13 @@ def test_late_worker_gets_current_stage_and_shares_update(cluster):
     w1 = add_worker()
     assert _wait(lambda: master_env.runner.worker_count == 1)
     master_env.runner.start(4, 100)  # a run is going on
-    master_env.llm_stage_board.set(Stage("rate=12", rate=12.0, users=4))
-    assert _wait(lambda: w1.llm_pacer is not None and w1.llm_pacer.rate == pytest.approx(12.0))
+    master_env.llm.stage_board.set(Stage("rate=12", rate=12.0, users=4))
+    assert _wait(lambda: w1.llm.pacer is not None and w1.llm.pacer.rate == pytest.approx(12.0))
     w2 = add_worker()  # joins mid-run; Locust moves half of the users to it
     assert _wait(lambda: w2.runner.user_count == 2, timeout=10)
-    assert w2.llm_stage_board.current.name == "rate=12"
-    assert _wait(lambda: w1.llm_pacer.rate == pytest.approx(6.0) and w2.llm_pacer is not None
-                 and w2.llm_pacer.rate == pytest.approx(6.0), timeout=10)
+    assert w2.llm.stage_board.current.name == "rate=12"
+    assert _wait(lambda: w1.llm.pacer.rate == pytest.approx(6.0) and w2.llm.pacer is not None
+                 and w2.llm.pacer.rate == pytest.approx(6.0), timeout=10)
 
 
 def test_worker_without_users_does_not_take_a_share(cluster):
@@ -162,6 +162,6 @@ def test_worker_without_users_does_not_take_a_share(cluster):
     master_env.runner.start(1, 100)  # one user: only one worker runs
     assert _wait(lambda: w1.runner.user_count + w2.runner.user_count == 1)
     gevent.sleep(1.5)  # heartbeats report the worker states
-    master_env.llm_stage_board.set(Stage("rate=12", rate=12.0, users=1))
+    master_env.llm.stage_board.set(Stage("rate=12", rate=12.0, users=1))
     busy = w1 if w1.runner.user_count else w2
-    assert _wait(lambda: busy.llm_pacer is not None and busy.llm_pacer.rate == pytest.approx(12.0), timeout=10)
+    assert _wait(lambda: busy.llm.pacer is not None and busy.llm.pacer.rate == pytest.approx(12.0), timeout=10)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from argparse import Namespace
 
+from run.context import RunContext
 from shapes.stage import StageBoard
 from shapes.sweep import SETTLE_GRACE_S, ConcurrencySweepShape, LengthSweepShape, RateSweepShape
 
@@ -22,7 +23,8 @@ class FakeRunner:
     def __init__(self, **options):
         base = dict(stage_duration="10", stage_warmup="0", spawn_rate=100.0, num_users=4, arrival="poisson",
                     max_concurrency="32", sweep_users=None, length_sweep=None, request_rate=None)
-        self.environment = Namespace(parsed_options=Namespace(**{**base, **options}), llm_stage_board=StageBoard())
+        self.environment = Namespace(parsed_options=Namespace(**{**base, **options}),
+                                     llm=RunContext(stage_board=StageBoard()))
         self.user_count = 0
 
 
@@ -35,7 +37,7 @@ def _shape(cls, **options):
 
 def test_concurrency_sweep_dwell_starts_when_users_are_running():
     shape, clock, runner = _shape(ConcurrencySweepShape, sweep_users="1,4", stage_duration="10", stage_warmup="2")
-    board = runner.environment.llm_stage_board
+    board = runner.environment.llm.stage_board
     assert shape.tick() == (1, 100.0)
     assert board.current.name == "warmup users=1" and board.current.warmup
     clock.t += 5  # spawning is slow: still 0 users, the stage must not start
@@ -71,14 +73,14 @@ def test_stage_history_times_follow_the_board():
     runner.user_count = 2
     clock.t += 1
     shape.tick()
-    board = runner.environment.llm_stage_board
+    board = runner.environment.llm.stage_board
     assert [s.name for s, *_ in board.history] == ["warmup users=2", "users=2"]
     assert board.history[1][2] >= board.history[0][2]
 
 
 def test_length_sweep_switches_distribution_without_ramp():
     shape, clock, runner = _shape(LengthSweepShape, length_sweep="uniform:128:1024,zipf:1.2:16:4096", num_users=16)
-    board = runner.environment.llm_stage_board
+    board = runner.environment.llm.stage_board
     assert shape.tick() == (16, 100.0) and board.current.name == "warmup len=uniform:128:1024"
     runner.user_count = 16
     clock.t += 1
@@ -93,7 +95,7 @@ def test_length_sweep_switches_distribution_without_ramp():
 
 def test_rate_sweep_spawns_pool_and_walks_rates():
     shape, clock, runner = _shape(RateSweepShape, request_rate="2,8", max_concurrency="32")
-    board = runner.environment.llm_stage_board
+    board = runner.environment.llm.stage_board
     assert shape.tick() == (32, 32.0)
     runner.user_count = 32
     clock.t += 1
@@ -110,10 +112,10 @@ def test_unreachable_user_count_moves_on_after_grace():
     runner.user_count = 7  # e.g. a worker died
     clock.t += 10 + SETTLE_GRACE_S - 1
     shape.tick()
-    assert runner.environment.llm_stage_board.current.name == "warmup users=10"
+    assert runner.environment.llm.stage_board.current.name == "warmup users=10"
     clock.t += 2
     shape.tick()
-    assert runner.environment.llm_stage_board.current.name == "users=10"
+    assert runner.environment.llm.stage_board.current.name == "users=10"
 
 
 def test_bad_plan_stops_the_test_instead_of_raising():
@@ -129,9 +131,9 @@ def test_finish_restarts_from_the_first_stage():
     shape.tick()
     clock.t += 10
     shape.tick()
-    assert runner.environment.llm_stage_board.current.name == "warmup users=2"
+    assert runner.environment.llm.stage_board.current.name == "warmup users=2"
     shape.finish()
     runner.user_count = 0
     assert shape.tick() == (1, 100.0)
-    board = runner.environment.llm_stage_board
+    board = runner.environment.llm.stage_board
     assert [s.name for s, *_ in board.history] == ["warmup users=1"]  # a new run: history starts again

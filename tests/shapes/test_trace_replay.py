@@ -101,11 +101,11 @@ def test_web_start_form_refuses_a_bad_trace_and_replays_a_good_one(monkeypatch, 
         assert r["success"], r
         assert isinstance(env.shape_class, TraceReplayShape)
         for _ in range(100):  # the warm-up twin holds until both users run, then the trace's clock starts
-            if env.llm_stage_board.current.name == "trace":
+            if env.llm.stage_board.current.name == "trace":
                 break
             gevent.sleep(0.05)
-        pacer = env.llm_pacer
-        assert env.llm_stage_board.current.name == "trace" and pacer is not None and pacer.replaying
+        pacer = env.llm.pacer
+        assert env.llm.stage_board.current.name == "trace" and pacer is not None and pacer.replaying
         assert pacer.stage == "trace" and pacer.rate == pytest.approx(9 / (2.0 + TRACE_TAIL_S))
     finally:
         env.runner.quit()

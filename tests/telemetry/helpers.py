@@ -7,6 +7,7 @@ import argparse
 from locust import User
 from locust.env import Environment
 
+from run.context import attach
 from shapes.stage import StageBoard
 from telemetry.hub import TelemetryHub
 from telemetry.plugin import LocalRole, install
@@ -26,13 +27,14 @@ def options(**overrides) -> argparse.Namespace:
 
 
 def local_env(board: bool = True, **opts) -> tuple[Environment, TelemetryHub, LocalRole]:
-    """A local run: the environment, its ``llm_telemetry`` hub, and the role ``install`` chose (to drive it)."""
+    """A local run: the environment, its telemetry hub (``environment.llm.telemetry``), and the role ``install``
+    chose (to drive it)."""
     env = Environment(user_classes=[_Nobody], parsed_options=options(**opts), host="http://127.0.0.1:9")
     env.create_local_runner()
     if board:
-        env.llm_stage_board = StageBoard()
+        attach(env).stage_board = StageBoard()
     role = install(env)
-    assert isinstance(role, LocalRole) and env.llm_telemetry is role.hub
+    assert isinstance(role, LocalRole) and env.llm.telemetry is role.hub
     return env, role.hub, role
 
 

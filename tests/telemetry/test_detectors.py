@@ -8,9 +8,9 @@ from __future__ import annotations
 import logging
 import time
 
+from run.hooks import SummaryHooks
 from telemetry.detectors import LiveDetectors
 from telemetry.exporter import llm_registry
-from telemetry.hooks import SummaryHooks
 from telemetry.merger import Merger
 from telemetry.summary import build_summary
 from tests.telemetry.helpers import options
@@ -61,7 +61,7 @@ def test_slo_breach_on_the_trailing_span_flips_once_and_stops(caplog):
     assert reg.get_sample_value("llm_slo_value", {"slo": "ttft_p99_ms"}) == checks["ttft_p99_ms"]["value"]
     assert reg.get_sample_value("llm_batching_degraded") == 0.0
     hooks = SummaryHooks()
-    hooks.add_section("detectors", lambda v, _s: v.detectors)
+    hooks.add_section("detectors", lambda v, _s: v.detectors, empty=lambda _v: None)
     assert build_summary(view, hooks)["detectors"]["stopped_by"]["detector"] == "slo:ttft_p99_ms"
     cell = detector_text(late)
     assert cell.startswith("batching pending · ttft_p99_ms BREACHED 5") and "stopped by slo:ttft_p99_ms" in cell

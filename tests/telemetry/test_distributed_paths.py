@@ -17,6 +17,7 @@ from locust.env import Environment
 from locust.exception import RPCError
 from locust.rpc import Message
 
+from run.context import attach
 from shapes.stage import StageBoard
 from telemetry.distributed import WorkerWatch, drain_final_reports
 from telemetry.merger import Merger, WorkerInfo
@@ -195,13 +196,13 @@ def test_real_master_warns_when_a_worker_goes_silent_and_forgets_it_when_it_hear
     summary_path = tmp_path / "summary.json"
     port = free_port()
     master_env = Environment(user_classes=[_Idle], parsed_options=_options(llm_summary_json=str(summary_path)))
-    master_env.llm_stage_board = StageBoard()
+    attach(master_env).stage_board = StageBoard()
     master = master_env.create_master_runner("127.0.0.1", port)
     install(master_env)
     workers = []
     for _ in range(2):
         env = Environment(user_classes=[_Idle], parsed_options=_options())
-        env.llm_stage_board = StageBoard()
+        attach(env).stage_board = StageBoard()
         env.create_worker_runner("127.0.0.1", port)
         install(env)
         workers.append(env)

@@ -127,7 +127,7 @@ def test_a_rule_naming_a_version_the_table_lacks_is_logged_and_not_run(caplog) -
     env, hub, role = local_env(route_table=TABLE, route_fallback="canary->v1 when ttft_p99>+20%")
     try:
         role.on_test_start()
-        assert role.fallback is None
+        assert role.route_switch.fallback is None
         assert "'canary', not in --route-table" in caplog.text
         assert hub.view().route_fallback["error"].startswith("--route-fallback names 'canary'")
     finally:
@@ -194,6 +194,6 @@ def test_a_new_test_forgets_the_last_runs_applied_fallback() -> None:
     try:
         role.on_test_start()
         assert getattr(env.parsed_options, ROUTE_FALLBACK_OPTION) is None
-        assert role.fallback is not None and hub.view().route_fallback["fired"] is False
+        assert role.route_switch.fallback is not None and hub.view().route_fallback["fired"] is False
     finally:
         role.close()

@@ -84,7 +84,7 @@ def run(tmp_path_factory):
     role.on_test_start()
     rng = np.random.default_rng(7)
     for si, name in enumerate(STAGES):
-        env.llm_stage_board.set(Stage(name, index=si, users=2 * (si + 1)))
+        env.llm.stage_board.set(Stage(name, index=si, users=2 * (si + 1)))
         for i in range(30):
             fire(env, make_result(ttft=0.1 + 0.01 * i, itl=rng.uniform(0.01, 0.03, 11), tokens=12, stage=name,
                                   chunk_tokens=rng.integers(1, 3, 12) if i % 2 else None, queue=0.002,

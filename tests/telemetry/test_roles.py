@@ -10,9 +10,12 @@ from locust.env import Environment
 from locust.runners import LocalRunner, MasterRunner, WorkerRunner
 
 import telemetry.hub
+import telemetry.plugin
+from run.context import attach
+from run.hooks import SummaryHooks
+from shapes.plugin import NO_SATURATION
 from shapes.saturation import section as saturation_section
 from shapes.stage import Stage, StageBoard
-from telemetry.hooks import SummaryHooks
 from telemetry.merger import Merger
 from telemetry.plugin import LocalRole, MasterRole, Role, WorkerRole, install, role_for
 from telemetry.recorder import Recorder
@@ -32,7 +35,7 @@ def _bare(cls):
 def _env_with(runner_cls) -> Environment:
     env = Environment(user_classes=[_Nobody], parsed_options=options(), host="http://127.0.0.1:9")
     env.runner = _bare(runner_cls)
-    env.llm_stage_board = StageBoard()
+    attach(env).stage_board = StageBoard()
     return env
 
 
@@ -44,7 +47,7 @@ def test_each_runner_gets_its_role_once(runner_cls, role_cls):
     env = _env_with(runner_cls)
     role = install(env)
     try:
-        assert type(role) is role_cls and env.llm_telemetry is role.hub
+        assert type(role) is role_cls and env.llm.telemetry is role.hub
     finally:
         role.close()
 
@@ -154,8 +157,9 @@ def test_summary_from_a_view_built_without_an_environment():
     merger.end_run()
     seen = []
     hooks = SummaryHooks()
-    hooks.add_section("saturation", saturation_section)
-    hooks.add_section("probe", lambda view, summary: seen.append((view, [st["name"] for st in summary["stages"]])))
+    hooks.add_section("saturation", saturation_section, empty=lambda _view: dict(NO_SATURATION))
+    hooks.add_section("probe", lambda view, summary: seen.append((view, [st["name"] for st in summary["stages"]])),
+                      empty=lambda _view: None)  # fmt: skip
     view = merger.view(options=None, host="http://h:1", stage_board=board)
     s = build_summary(view, hooks)
     assert s["requests"]["total"] == 11 and s["requests"]["errors"] == {"http_5xx": 1}
@@ -172,3 +176,51 @@ def test_worker_watch_bookkeeping_goes_through_the_merger():
     assert _view_of(merger).lost_workers == {"w1"}
     assert merger.mark_back("w1") is True and merger.mark_back("w1") is False
     assert _view_of(merger).lost_workers == frozenset()
+
+
+class _Part:
+    """Stands in for one of the summarizing role's parts: records what the role asked of it."""
+
+    def __init__(self, calls: list, name: str) -> None:
+        self.calls, self.name = calls, name
+
+    def start(self) -> None:
+        self.calls.append(f"{self.name}.start")
+
+    def stop(self, final: bool) -> None:
+        self.calls.append(f"{self.name}.stop(final={final})")
+
+
+def test_the_summarizing_role_schedules_its_parts_and_does_not_do_their_work():
+    env, hub, role = local_env()
+    calls: list[str] = []
+    for name in ("scrapes", "route_switch", "model_label", "live_check"):
+        setattr(role, name, _Part(calls, name))
+    try:
+        role.on_test_start()
+        assert calls == ["scrapes.start", "route_switch.start", "model_label.start", "live_check.start"]
+        calls.clear()
+        role.on_quitting()
+        assert calls == ["scrapes.stop(final=True)"]  # one last scrape before the summary
+        calls.clear()
+        role.close()
+        assert calls == ["scrapes.stop(final=False)"]
+    finally:
+        role.close()
+    # the role's own code names no scraper, HTTP fetch, fallback rule or progress line: those live in the parts
+    source = inspect.getsource(telemetry.plugin.SummarizingRole)
+    assert not any(word in source for word in ("ServerScraper(", "urlopen", "RouteFallback(", "progress_line("))
+
+
+def test_the_progress_line_runs_only_headless_and_when_asked():
+    from telemetry.parts import ProgressLine
+
+    env, hub, _role = local_env(llm_progress_interval=5.0)
+    try:
+        assert ProgressLine(env, hub).interval() == 5.0
+        env.parsed_options.headless = False  # the web UI shows the figures itself
+        assert ProgressLine(env, hub).interval() == 0.0
+        env.parsed_options.headless, env.parsed_options.llm_progress_interval = True, 0
+        assert ProgressLine(env, hub).interval() == 0.0
+    finally:
+        _role.close()

@@ -17,7 +17,7 @@ LONG = "len=normal:512:128:16:2048"
 
 def _summary() -> dict:
     env, hub, role = local_env()
-    board = env.llm_stage_board
+    board = env.llm.stage_board
     role.on_test_start()
     board.set(Stage(WARM, index=0, users=16, input_len="uniform:128:1024", warmup=True))
     fire(env, make_result(ttft=5.0, stage=WARM))
@@ -39,7 +39,8 @@ def _summary() -> dict:
         latest = series[-1]
 
     hub.merger.scraper = FakeScraper()
-    hub.hooks.add_section("saturation", lambda _v, _s: {"stage": "rate=8", "reason": "rate=8: output +1.0% over ..."})
+    hub.hooks.add_section("saturation", lambda _v, _s: {"stage": "rate=8", "reason": "rate=8: output +1.0% over ..."},
+                          empty=lambda _v: None)  # fmt: skip
     s = hub.summary()
     hub.merger.scraper = None
     role.close()

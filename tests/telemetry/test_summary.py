@@ -5,12 +5,16 @@ from __future__ import annotations
 import csv
 import json
 import time
+from pathlib import Path
 from types import SimpleNamespace
 
 import msgpack
 import pytest
 
+from run.context import attach
+from shapes.plugin import NO_SATURATION
 from shapes.stage import Stage
+from telemetry.attribution.plugin import empty as empty_attribution
 from telemetry.plugin import MasterRole, WorkerRole
 from telemetry.recorder import Recorder
 from tests.telemetry.helpers import fire, local_env
@@ -18,8 +22,10 @@ from tests.telemetry.synthetic import make_result
 
 Q_KEYS = {"count", "mean", "p50", "p90", "p95", "p99", "max"}
 TOP = {"schema", "duration_s", "workers", "model", "host", "requests", "tokens", "ttft_ms", "itl_ms", "inter_chunk_ms",
-       "tpot_ms", "e2e_ms", "decode_span_ms", "goodput_rps", "slo", "stages", "saturation", "server",
-       "client_kv_block_fill", "attribution", "versions", "timeseries", "histograms"}  # fmt: skip
+       "tpot_ms", "e2e_ms", "decode_span_ms", "goodput_rps", "slo", "stages", "server",
+       "client_kv_block_fill", "versions", "timeseries", "histograms"}  # fmt: skip
+"""Telemetry's own keys; ``saturation`` (shapes) and ``attribution`` come with their packages' sections (the whole
+plugin's summary is checked against the schema in test_summary_schema.py)."""
 STAGE = {"name": str, "users": (int, type(None)), "rate": (float, type(None)), "input_len": (str, type(None)),
          "start_s": float, "end_s": float, "requests": int, "output_per_s": (float, type(None)),
          "prompt_tokens_mean": (float, type(None)), "client_queue_ms": dict, "ttft_ms": dict, "itl_ms": dict,
@@ -35,7 +41,7 @@ def _is_q(q: dict) -> bool:
 @pytest.fixture
 def run():
     env, hub, role = local_env()
-    board = env.llm_stage_board
+    board = env.llm.stage_board
     role.on_test_start()
     board.set(Stage("warm", index=0, users=2, warmup=True))
     for _ in range(5):
@@ -48,8 +54,8 @@ def run():
     board.set(Stage("users=4", index=2, users=4, rate=None, input_len="zipf:1.2:16:4096"))
     for i in range(60):
         fire(env, make_result(ttft=0.3 + 0.001 * i, itl=0.02, tokens=10, stage="users=4"))
-    role.sample_kv_fill()  # no llm_inflight attribute: nothing recorded, no crash
-    env.llm_inflight = type("I", (), {"snapshot": staticmethod(lambda: [(512, 8), (100, 0)])})()
+    role.sample_kv_fill()  # no in-flight requests (users not installed): nothing recorded, no crash
+    attach(env).inflight = type("I", (), {"snapshot": staticmethod(lambda: [(512, 8), (100, 0)])})()
     role.sample_kv_fill()
     yield env, hub, role
     role.close()
@@ -70,8 +76,7 @@ def test_schema_keys_and_types(run):
     assert s["goodput_rps"] == pytest.approx(100 / s["duration_s"])  # no SLOs: every ok request is good
     assert set(s["server"]) >= {"kv_cache_usage", "requests_waiting_max", "preemptions", "metric_names"}
     assert s["server"]["metric_names"] == "none"
-    assert set(s["attribution"]) >= {"window_s", "spikes", "batching_failure", "decomposition"}
-    assert s["saturation"]["stage"] is None and s["versions"] == {}
+    assert s["versions"] == {} and "attribution" not in s and "saturation" not in s  # not installed here
     assert s["client_kv_block_fill"]["mean"] == pytest.approx(620 / 640)  # (512+8) + 100 in 33 + 7 blocks
     assert (
         set(s["histograms"]["ttft"]) == {"edges_ms", "counts", "count"}
@@ -99,11 +104,35 @@ def test_stage_rows_from_the_board(run):
 
 def test_sections_override_defaults_and_a_broken_one_is_contained(run):
     env, hub, role = run
-    hub.hooks.add_section("saturation", lambda view, summary: {"stage": "users=4", "reason": "flat"})
-    hub.hooks.add_section("versions", lambda view, summary: 1 / 0)
+    hub.hooks.add_section("saturation", lambda view, summary: {"stage": "users=4", "reason": "flat"},
+                          empty=lambda _view: {"stage": None, "reason": "not yet"})  # fmt: skip
+    hub.hooks.add_section("versions", lambda view, summary: 1 / 0, empty=lambda _view: {})
     s = hub.summary()
     assert s["saturation"] == {"stage": "users=4", "reason": "flat"}
     assert "ZeroDivisionError" in s["versions"]["error"]
+
+
+def test_the_owners_empty_sections_hold_what_the_schema_requires(run):
+    env, hub, role = run
+    schema = json.loads((Path(__file__).resolve().parents[2] / "docs" / "summary.schema.json").read_text())
+    schema = schema["properties"]
+    assert set(schema["attribution"]["required"]) <= set(empty_attribution(hub.view()))
+    assert set(schema["saturation"]["required"]) <= set(NO_SATURATION) and NO_SATURATION["stage"] is None
+
+
+def test_each_section_brings_its_empty_value_and_place(run):
+    """The summary builder knows no section: each key comes from its owner's registration, holds the owner's empty
+    value until its provider runs (a section sees a later one's empty value), and sits after ``workers_lost``."""
+    env, hub, role = run
+    seen = {}
+    hub.hooks.add_section("first", lambda view, summary: seen.setdefault("second", summary["second"]),
+                          empty=lambda _view: "first empty")  # fmt: skip
+    hub.hooks.add_section("second", lambda view, summary: {"filled": True}, empty=lambda view: {"w": view.worker_count})
+    s = hub.summary()
+    assert seen["second"] == {"w": s["workers"]} and s["second"] == {"filled": True}
+    keys = list(s)
+    assert keys.index("workers_lost") < keys.index("first") < keys.index("second") < keys.index("timeseries")
+    assert "saturation" not in s  # the shapes package (which owns it) is not installed here
 
 
 def test_sinks_json_csv_and_on_summary(run, tmp_path, capsys):
@@ -244,7 +273,7 @@ def test_stage_server_kv_usage_mean_and_max(run):
 def test_last_stage_ends_when_the_shape_closed_the_board(run):
     env, hub, role = run
     role.pump_local()
-    board = env.llm_stage_board
+    board = env.llm.stage_board
     board.close()
     closed_s = board.closed_at[0] - hub.merger.t0_wall
     hub.merger.t_end_wall = board.closed_at[0] + 2.0  # the process took 2 s more to stop
@@ -260,7 +289,7 @@ def test_last_stage_ends_when_the_shape_closed_the_board(run):
 def test_model_is_the_one_the_users_sent():
     env, hub, role = local_env(model=None)  # no --model: the users resolve it from /v1/models
     role.on_test_start()
-    env.llm_users = type("Settings", (), {"model": "deepseek-v2-lite"})()
+    attach(env).settings = type("Settings", (), {"model": "deepseek-v2-lite"})()
     fire(env, make_result())
     role.pump_local()
     assert hub.summary()["model"] == "deepseek-v2-lite"
@@ -277,7 +306,7 @@ def test_model_is_the_one_the_users_sent():
 def test_model_falls_back_to_the_option_when_the_users_resolved_none():
     env, hub, role = local_env(model="from-option")
     role.on_test_start()
-    env.llm_users = type("Settings", (), {"model": None})()
+    attach(env).settings = type("Settings", (), {"model": None})()
     role.pump_local()
     assert hub.summary()["model"] == "from-option"
     role.close()

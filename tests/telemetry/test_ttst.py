@@ -27,12 +27,12 @@ def run(tmp_path_factory):
     stage b: 100 ms; a one-chunk request has no TTST."""
     env, hub, role = local_env()
     role.on_test_start()
-    env.llm_stage_board.set(Stage("a", index=0, users=1))
+    env.llm.stage_board.set(Stage("a", index=0, users=1))
     for i in range(20):
         gaps = np.array([0.0202 + 0.001 * i, 0.005, 0.005])
         fire(env, make_result(ttft=0.3, itl=gaps, tokens=4, stage="a"))
     fire(env, make_result(ttft=0.3, tokens=1, stage="a"))  # one chunk: no second token
-    env.llm_stage_board.set(Stage("b", index=1, users=2))
+    env.llm.stage_board.set(Stage("b", index=1, users=2))
     for _ in range(10):  # the second chunk carries 2 tokens 50 ms apart each: TTST is the chunk gap, 100 ms
         fire(env, make_result(ttft=0.3, itl=0.05, chunk_tokens=[3, 2, 1], stage="b"))
     role.pump_local()

@@ -10,6 +10,7 @@ from types import SimpleNamespace
 import orjson
 import pytest
 
+from run.context import attach
 from shapes.stage import MAIN
 from users.adapters import adapter_named
 from users.conversation import Conversation, TranscriptTally
@@ -137,7 +138,7 @@ def test_turns_on_a_completions_user_is_said_once(caplog):
         host = "http://127.0.0.1:9"
 
     env = Environment()
-    env.llm_users = _settings()
+    attach(env).settings = _settings()
     with caplog.at_level("WARNING", logger="users.base"):
         comp = [Completer(env) for _ in range(2)]
         chat = Chatter(env)

@@ -12,6 +12,7 @@ import time
 import gevent
 import numpy as np
 
+from run.context import attach
 from shapes.pacer import Pacer
 from tests.users.hostile import LAST_CHUNK, chunk, hostile, run_user, sse_head
 from users import StreamingChatUser
@@ -42,7 +43,7 @@ def test_ttft_e2e_and_client_queue_count_from_the_scheduled_slot():
             return t
 
         pacer.wait_slot = recorded
-        env.llm_pacer = pacer  # paused: the user waits for the stage, started once it is spawned
+        attach(env).pacer = pacer  # paused: the user waits for the stage, started once it is spawned
         env.events.spawning_complete.add_listener(lambda **_kw: pacer.start_stage("rate=50", 50.0))
 
     with hostile(_slow_stream) as (host, _):

@@ -7,6 +7,7 @@ from collections import Counter
 
 import pytest
 
+from run.context import RunContext
 from shapes.stage import Stage
 from users.adapters import ADAPTERS
 from users.request import draw
@@ -87,7 +88,7 @@ def test_the_masters_message_moves_this_processs_table() -> None:
 
     from users.routing import apply_fallback
 
-    env = SimpleNamespace(llm_users=_settings())
-    assert apply_fallback(env, {"from": "beta", "to": "v1"}) and env.llm_users.route_table.versions == ["v1"]
+    env = SimpleNamespace(llm=RunContext(settings=_settings()))
+    assert apply_fallback(env, {"from": "beta", "to": "v1"}) and env.llm.settings.route_table.versions == ["v1"]
     assert not apply_fallback(env, {"from": "beta", "to": "v1"}) and not apply_fallback(env, None)
-    assert not apply_fallback(SimpleNamespace(), {"from": "beta", "to": "v1"})  # the master runs no users
+    assert not apply_fallback(SimpleNamespace(llm=RunContext()), {"from": "beta", "to": "v1"})  # the master: no users

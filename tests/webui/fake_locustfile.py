@@ -10,6 +10,7 @@ import itertools
 
 from locust import User, constant, events, task
 
+from run.context import attach
 from webui.plugin import install
 
 
@@ -37,5 +38,5 @@ class GrowingHub:
 
 @events.init.add_listener
 def _install(environment, **_kw):
-    environment.llm_telemetry = GrowingHub()
+    attach(environment).telemetry = GrowingHub()
     install(environment)

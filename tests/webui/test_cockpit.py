@@ -188,7 +188,7 @@ def test_over_time_charts_show_12_s_into_a_run_with_the_default_windows(monkeypa
     environment, role = _env(monkeypatch)  # --attribution-window 10 (the default)
     try:
         role.on_test_start()
-        hub = environment.llm_telemetry
+        hub = environment.llm.telemetry
         hub.merger.t0_wall = time.time() - 12.0  # 12 s into the run
         now = time.perf_counter()
         for i in range(24):

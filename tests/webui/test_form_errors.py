@@ -73,7 +73,7 @@ def test_switching_from_a_sweep_back_to_none_runs_plain_users(env):
     r = _swarm(env, shape="rate-sweep", request_rate="20", stage_duration="30", max_concurrency="2")
     assert r["success"], r
     assert isinstance(env.shape_class, RateSweepShape)
-    assert _wait(lambda: env.llm_pacer is not None and env.llm_pacer.rate == 20.0)
+    assert _wait(lambda: env.llm.pacer is not None and env.llm.pacer.rate == 20.0)
     assert _post(env, "/stop").status_code == 200
     assert _wait(lambda: env.runner.state == "stopped")
 
@@ -83,5 +83,5 @@ def test_switching_from_a_sweep_back_to_none_runs_plain_users(env):
     assert env.shape_class is None
     assert _wait(lambda: env.runner.user_count == 2 and env.runner.state == "running")
     # closed loop again: no open-loop pacer rate, the stage is the plain run's, not the sweep's
-    assert env.llm_pacer is None or env.llm_pacer.rate is None
-    assert env.llm_stage_board.current.rate is None and env.llm_stage_board.current.name == "main"
+    assert env.llm.pacer is None or env.llm.pacer.rate is None
+    assert env.llm.stage_board.current.rate is None and env.llm.stage_board.current.name == "main"

@@ -12,6 +12,7 @@ import pytest
 from locust import User, constant, task
 from locust.env import Environment
 
+from run.context import attach
 from webui.plugin import REPORT_HREF, install
 from webui.table import STRUCTURE, TAB_KEY
 
@@ -74,7 +75,7 @@ def test_tab_table_and_links_are_declared_in_template_args(env):
 
 def test_stats_payload_carries_live_rows_and_follows_changes(env):
     hub = FakeHub({"stages": [stage("users=4", 7, 90.0, 300.0)], "server_kv_usage": 0.5})
-    env.llm_telemetry = hub
+    attach(env).telemetry = hub
     install(env)
     client = env.web_ui.app.test_client()
     payload = _stats(client)
@@ -95,15 +96,15 @@ def test_stage_rows_show_the_users_the_shape_planned(env):
     board = StageBoard()
     board.set(Stage("users=4", index=0, users=4))
     board.set(Stage("users=8", index=1, users=8))
-    env.llm_stage_board = board
-    env.llm_telemetry = FakeHub({"stages": [stage("users=4", 7, 90.0, 300.0), stage("users=8", 1, 99.0, 99.0)]})
+    attach(env).stage_board = board
+    attach(env).telemetry = FakeHub({"stages": [stage("users=4", 7, 90.0, 300.0), stage("users=8", 1, 99.0, 99.0)]})
     install(env)
     rows = env.web_ui.app.test_client().get("/llm/live").get_json()["rows"]
     assert [(r["stage"], r["users"]) for r in rows[:2]] == [("users=4", "4"), ("users=8", "8")]
 
 
 def test_a_running_stage_without_a_plan_shows_the_current_users(env, monkeypatch):
-    env.llm_telemetry = FakeHub({"stages": [stage("main", 7, 90.0, 300.0)]})
+    attach(env).telemetry = FakeHub({"stages": [stage("main", 7, 90.0, 300.0)]})
     install(env)
     client = env.web_ui.app.test_client()
     assert client.get("/llm/live").get_json()["rows"][0]["users"] == "—"  # stopped: no count claimed
@@ -113,7 +114,7 @@ def test_a_running_stage_without_a_plan_shows_the_current_users(env, monkeypatch
 
 
 def test_hub_errors_leave_the_stats_page_working(env, caplog):
-    env.llm_telemetry = FakeHub(error=RuntimeError("boom"))
+    attach(env).telemetry = FakeHub(error=RuntimeError("boom"))
     install(env)
     payload = _stats(env.web_ui.app.test_client())
     assert payload["extended_stats"] == [{"key": TAB_KEY, "data": []}]
@@ -127,7 +128,7 @@ def test_without_hub_the_tab_is_empty(env):
 
 
 def test_live_json_and_csv_routes(env):
-    env.llm_telemetry = FakeHub({"stages": [{"stage": "main", "itl_p99_ms": 30.0, "output_tok_s": 123.45}]})
+    attach(env).telemetry = FakeHub({"stages": [{"stage": "main", "itl_p99_ms": 30.0, "output_tok_s": 123.45}]})
     install(env)
     client = env.web_ui.app.test_client()
     body = client.get("/llm/live").get_json()
@@ -142,7 +143,7 @@ def test_live_json_and_csv_routes(env):
 
 
 def test_other_routes_are_not_rewritten(env):
-    env.llm_telemetry = FakeHub({"stages": [stage("main", 1, 1.0, 2.0)]})
+    attach(env).telemetry = FakeHub({"stages": [stage("main", 1, 1.0, 2.0)]})
     install(env)
     body = env.web_ui.app.test_client().get("/tasks").get_json()
     assert "extended_stats" not in body

@@ -31,7 +31,7 @@ def env(monkeypatch):
     install_shapes(environment)
     role = install_telemetry(environment)
     install_report(environment)
-    environment.llm_test_role = role
+    environment.routes_test_role = role
     yield environment
     role.close()
     environment.runner.quit()
@@ -55,7 +55,7 @@ def test_telemetry_and_shapes_add_no_route_webui_adds_them_all(env):
 
 def test_metrics_and_report_read_the_live_run(env):
     install(env)
-    role = env.llm_test_role
+    role = env.routes_test_role
     role.on_test_start()
     for _ in range(3):
         fire(env, make_result(ttft=0.2))

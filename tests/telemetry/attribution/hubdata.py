@@ -86,5 +86,5 @@ def view_from(specs: list[Spec], window_s: float = 10.0, scrape_s: float = 2.0) 
 
 
 def hub_from(specs: list[Spec], window_s: float = 10.0, scrape_s: float = 2.0) -> TelemetryHub:
-    """The same state behind ``environment.llm_telemetry`` of a bare Environment (``hub.environment``)."""
+    """The same state behind ``environment.llm.telemetry`` of a bare Environment (``hub.environment``)."""
     return TelemetryHub(Environment(), merger_from(specs, window_s, scrape_s))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import re
 
+from run.context import attach
 from telemetry.attribution.plugin import install as install_attribution
 from telemetry.report.plugin import install
 from tests.telemetry.attribution.hubdata import Spec, hub_from
@@ -16,7 +17,7 @@ def _hub(tmp_path, report: str | None):
     specs = [Spec()] * 3 + [Spec(ttft=0.9, kv=0.99, waiting=30, preemptions=5)] + [Spec()] * 2
     hub = hub_from(specs)
     env = hub.environment
-    env.llm_telemetry = hub
+    attach(env).telemetry = hub
     env.parsed_options = argparse.Namespace(llm_report=report, attribution_window=10.0)
     return hub, env
 
