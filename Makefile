@@ -17,13 +17,15 @@ export TOKENIZERS_PARALLELISM := false
 .PHONY: install bytecode system-deps run test test-fast test-vllm test-long vllm-env lint bench soak clean
 
 install: $(STAMP)
+	@# the checkout on the venv's path: `import deepseek_locust` works in a locustfile anywhere (docs/architecture.md),
+	@# and `locust -f FILE --help` imports FILE first, so its options are listed (deepseek_locust_help.py)
+	$(BIN)/python -c 'import os, sysconfig, deepseek_locust_help as h; open(os.path.join(sysconfig.get_paths()["purelib"], "deepseek_locust.pth"), "w").write(os.getcwd() + "\n" + h.PTH_LINE + "\n")'
+	@# rewritten on every install (cheap), so an existing venv gets the current line
 
 $(STAMP): requirements.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip==26.3 || true
 	$(BIN)/python -m pip install -q -r requirements.txt
-	@# the checkout on the venv's path: `import deepseek_locust` works in a locustfile anywhere (docs/architecture.md)
-	$(BIN)/python -c 'import os, sysconfig; open(os.path.join(sysconfig.get_paths()["purelib"], "deepseek_locust.pth"), "w").write(os.getcwd() + "\n")'
 	touch $@
 
 # The project's bytecode, compiled once per make: where PYTHONDONTWRITEBYTECODE=1 (as on this project's machines) Python

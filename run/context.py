@@ -45,6 +45,8 @@ class RunContext:
     """``workload.tokenizers.Chosen``: the tokenizer the users count with, for the run record (users/plugin.py)."""
     route_tokenizers: dict | None = None
     """Each route version's tokenizer record, with --route-table (users/plugin.py)."""
+    dataset: dict | None = None
+    """--dataset's record and selection for the run record's ``dataset`` (users/plugin.py)."""
     budget: Any = None
     """``users.budget.Budget``: this process's share of --num-requests, else None (users/budget.py)."""
     stopped_by: dict | None = None

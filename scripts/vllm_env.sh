@@ -10,7 +10,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-VLLM_VERSION=0.32.0
+VLLM_VERSION=$(tr -d "[:space:]" < deploy/vllm-version)  # the one pinned release (compose, k8s, docs)
 VENV=.venv-vllm
 MODEL=.cache/tiny-deepseek
 PY=${PYTHON:-python3}

@@ -56,7 +56,8 @@ def add_arguments(parser) -> None:
         type=as_text(non_negative_seconds),
         default=STAGE_WARMUP_DEFAULT,
         env_var="LOCUST_STAGE_WARMUP",
-        help="Seconds of warm-up before each stage, left out of its numbers (a separate 'warmup ...' stage)",
+        help="Seconds of warm-up before each stage, left out of its numbers (a separate 'warmup ...' stage that "
+        "also holds the ramp to the stage's users); 0: no warm-up stage, the ramp counts in the stage",
     )
     parser.add_argument(
         "--length-sweep",

@@ -50,7 +50,8 @@ class Step:
     warmup: float = 0.0
     """Seconds of warm-up after the user count is reached and before the measured stage."""
     warmup_stage: Stage | None = None
-    """The stage results are stamped with while ramping / warming up (``warmup=True``); None: none needed."""
+    """The stage results are stamped with while ramping / warming up (``warmup=True``); None without
+    ``--stage-warmup`` (the ramp is then part of the measured stage)."""
 
 
 def _opt(options, name: str, default=None):
@@ -69,20 +70,23 @@ def _timing(options) -> tuple[float, float]:
     return duration, warmup
 
 
-def _steps(stages: list[Stage], users: list[int], spawn_rates: list[float], options) -> list[Step]:
-    """Give every stage a warm-up twin where one is needed (a user-count change or --stage-warmup > 0)."""
+def _steps(stages: list[Stage], users: list[int], spawn_rates: list[float], options,
+           pool: bool = False) -> list[Step]:  # fmt: skip
+    """With ``--stage-warmup`` > 0 every stage gets a warm-up twin (the ramp to its user count and the warm-up,
+    left out of its numbers); with 0 there is none: a request belongs to the stage the board shows when it is
+    drawn, ramp included, so no stage loses its first wave to a stage the user never asked for. ``pool``: an open
+    loop's user pool is infrastructure, not a load level: the first stage waits for it in a twin of its own (else
+    the pacer's slots would pile up while the pool spawns and count as that stage's client queue)."""
     duration, warmup = _timing(options)
     steps: list[Step] = []
     index = 0
-    previous_users = 0
-    for stage, n, rate in zip(stages, users, spawn_rates, strict=True):
+    for i, (stage, n, rate) in enumerate(zip(stages, users, spawn_rates, strict=True)):
         warm = None
-        if warmup > 0 or n != previous_users:
+        if warmup > 0 or (pool and i == 0):
             warm = replace(stage, name=f"warmup {stage.name}", index=index, warmup=True)
             index += 1
         steps.append(Step(replace(stage, index=index), n, rate, duration, warmup, warm))
         index += 1
-        previous_users = n
     return steps
 
 
@@ -130,7 +134,7 @@ def rate_plan(options) -> list[Step]:
     _checked(parse_arrival, _opt(options, "arrival", ARRIVAL_DEFAULT), "--arrival")
     pool = _checked(parse_pool, _opt(options, "max_concurrency", MAX_CONCURRENCY_DEFAULT), "--max-concurrency")
     stages = [Stage(f"rate={r:g}", users=pool, rate=r) for r in rates]
-    return _steps(stages, [pool] * len(stages), [float(pool)] * len(stages), options)
+    return _steps(stages, [pool] * len(stages), [float(pool)] * len(stages), options, pool=True)
 
 
 

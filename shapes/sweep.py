@@ -1,8 +1,9 @@
 """The LoadTestShape classes: a sweep walks its plan one step at a time and keeps the stage board current.
 
-For every step: ask for the step's user count and stamp results with its warm-up stage; once that many
-users are actually running (``runner.user_count``) wait ``--stage-warmup`` seconds; then switch the board
-to the measured stage and hold it for ``--stage-duration`` seconds (so ramp time never eats the dwell).
+For every step: ask for the step's user count and stamp results with its warm-up stage (with ``--stage-warmup``
+> 0; else with the measured stage itself, ramp included); once that many users are actually running
+(``runner.user_count``) wait ``--stage-warmup`` seconds; then switch the board to the measured stage and hold it
+for ``--stage-duration`` seconds (so ramp time never eats the dwell).
 After the last step ``tick()`` returns None and Locust stops the test.
 
 The plan is built from ``environment.parsed_options`` at the first tick of a run (so values typed in the

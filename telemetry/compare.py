@@ -8,7 +8,8 @@ base value, the new one and the change (absolute and %).
 ``--fail-on "ttft_p99=+10%,output_tok_s=-5%"`` exits 3 (Locust plugins' convention for a failed check) when a
 figure moved past its bound in that direction in any scope: ``+10%`` fails a rise of more than 10 %, ``-5%`` a
 fall of more than 5 %, ``+2`` (no %) a rise of more than 2 in the figure's own unit. Each breach is printed naming
-the figure and the scope. Bad input (a missing file, not a summary, a bad SPEC) is one line on stderr and exit 2.
+the figure and the scope; a gated figure missing from either run (a stage without TTFTs, a stage only one run
+has) fails the same way, named. Bad input (a missing file, not a summary, a bad SPEC) is one line on stderr and exit 2.
 
     python -m telemetry.compare results/before.json results/after.json --fail-on ttft_p99=+10% --markdown
 """
@@ -136,8 +137,8 @@ def _scopes(s: dict) -> dict[str, tuple[dict, bool]]:
 def rows(base: dict, new: dict) -> list[Row]:
     b, n = _scopes(base), _scopes(new)
     out = []
-    for scope in [k for k in b if k in n]:
-        (bd, btop), (nd, _) = b[scope], n[scope]
+    for scope in [*b, *(k for k in n if k not in b)]:  # a scope in one run only: its figures are missing in the other
+        (bd, btop), (nd, _) = b.get(scope, ({}, scope == "run")), n.get(scope, ({}, scope == "run"))
         for fig, (_unit, top, part) in FIGURES.items():
             take = top if btop else part
             bv, nv = take(bd), take(nd)
@@ -148,10 +149,15 @@ def rows(base: dict, new: dict) -> list[Row]:
 
 
 def breaches(table: list[Row], bounds: list[Bound]) -> list[str]:
-    lines = []
+    """A gated figure that one run lacks fails too: a bound that cannot be checked does not hold."""
+    lines = [f"FAIL {bd.figure}: in neither run, bound {bd.text()}" for bd in bounds
+             if not any(r.figure == bd.figure for r in table)]  # fmt: skip
     for r in table:
         for bd in bounds:
-            if bd.figure == r.figure and bd.breached(r.base, r.new):
+            if bd.figure == r.figure and (r.base is None or r.new is None):
+                side = "the new run" if r.new is None else "the baseline"
+                lines.append(f"FAIL {r.figure} in {r.scope}: missing in {side}, bound {bd.text()}")
+            elif bd.figure == r.figure and bd.breached(r.base, r.new):
                 pct = f" ({r.percent:+.1f}%)" if r.percent is not None else ""
                 moved = f"{fmt_value(r.base)} -> {fmt_value(r.new)}{pct}"
                 lines.append(f"FAIL {r.figure} in {r.scope}: {moved}, bound {bd.text()}")

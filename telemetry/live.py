@@ -33,7 +33,7 @@ def live(view: RunView) -> dict:
                 v = s.quantile(q)
                 row[f"{m}_{name}_ms"] = None if v is None else v * 1000.0
         span = end - start
-        row["output_tok_s"] = sum(c.output_tokens for c in cells) / span if span > 0 else None
+        row["output_tok_s"] = view.delivered_tokens(start, end) / span if span > 0 else None  # as the summary's
         usages = view.server_kv_usages(start, end if end < view.duration_s else math.inf)  # the running one: all
         row["server_kv_usage"] = sum(usages) / len(usages) if usages else None
         row["client_kv_block_fill"] = view.client_kv_fill_of(st.name)

@@ -205,6 +205,10 @@ CLIENT_METRICS: tuple[ClientMetric, ...] = (
 )
 """Every client metric, in display order."""
 
+REASONING_ONLY = ("ttfa", "thinking")
+"""Metrics that say something only when a request reasoned (without reasoning TTFA equals TTFT and there is no
+thinking span): the console table leaves their rows out then."""
+
 BY_KEY: dict[str, ClientMetric] = {m.key: m for m in CLIENT_METRICS}
 
 BOUNDS: dict[str, tuple[float, ...]] = {m.key: m.bounds for m in CLIENT_METRICS if m.histogram}

@@ -33,6 +33,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from telemetry.scraper import metrics_url
 from telemetry.view import RunView
+from users.options import RESOLVED_SALT
 from users.settings import api_key_of
 
 TOOL = "deepseek-locust"
@@ -336,7 +337,9 @@ class RunRecorder:
             "stages": [st.name for st, _a, _b in view.stage_spans()],
             "seed": seed,
             "worker_seeds": [seed + i for i in range(workers)] if isinstance(seed, int) else [],
+            "prompt_salt": getattr(options, RESOLVED_SALT, None),
             "tokenizer": tok.record() if tok is not None else None,  # users/plugin.py: workload.tokenizers.Chosen
+            "dataset": env.llm.dataset,  # users/plugin.py: --dataset's record and selection
             "stopped_by": stopped,
             "options": effective_options(options),
         }

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import orjson
 
-from telemetry.metrics import having
+from telemetry.metrics import REASONING_ONLY, having
 from telemetry.slo import verdict_line
 
 Q_COLUMNS = ("count", "mean", "p50", "p90", "p95", "p99", "max")
@@ -30,7 +30,10 @@ def console_table(s: dict) -> str:
         f"LLM summary: {s['duration_s']:.1f} s, {s['workers']} worker(s), model {s['model'] or '?'} at {s['host']}",
         f"{'metric (ms)':<14}{'count':>9}{'p50':>10}{'p90':>10}{'p99':>10}{'mean':>10}{'max':>10}",
     ]
+    reasoned = bool(s["tokens"].get("reasoning")) or bool((s.get("thinking_ms") or {}).get("count"))
     for m in having("top"):
+        if m.key in REASONING_ONLY and not reasoned:
+            continue
         q = s[m.summary_key]
         lines.append(
             f"{m.label:<14}{q['count']:>9}" + "".join(f"{_f(q[c]):>10}" for c in ("p50", "p90", "p99", "mean", "max"))
@@ -49,6 +52,13 @@ def console_table(s: dict) -> str:
             f" max {_f(kv['max'], '{:.1%}')}, waiting max {server['requests_waiting_max']},"
             f" preemptions {server['preemptions']}"
         )
+    pc = s.get("prefix_cache") or {}
+    if pc.get("hit_rate") is not None:
+        share = pc.get("workload_share")
+        lines.append(f"server prefix cache: hit rate {pc['hit_rate']:.1%}"
+                     + (f" (the workload itself repeats {share:.1%})" if share is not None else ""))  # fmt: skip
+    if pc.get("warning"):
+        lines.append(f"WARNING: {pc['warning']}")
     if s["client_kv_block_fill"]["mean"] is not None:
         lines.append(f"client KV block fill (blocks of 16): mean {s['client_kv_block_fill']['mean']:.1%}")
     if _has_stage_table(s["stages"]):

@@ -14,6 +14,8 @@ import numpy as np
 
 from run.hooks import SummaryHooks
 from telemetry.metrics import having
+from telemetry.prefix_cache import section as prefix_cache_section
+from telemetry.prefix_cache import workload_share
 from telemetry.recorder import FINE_METRICS, Cell, Recorder, TurnStats
 from telemetry.sketch import LogSketch
 from telemetry.view import RunView
@@ -74,7 +76,6 @@ def _counter_delta(series: list[dict], field: str, start_s: float, end_s: float)
 def _stage_entry(view: RunView, stage, start_s: float, end_s: float) -> dict:
     cells = view.merged.select(stage=stage.name)
     total, _ok, _err = _counts(cells)
-    out_tokens = sum(c.output_tokens for c in cells)
     prompt_tokens = sum(c.prompt_tokens for c in cells)
     prompts = sum(c.prompts for c in cells)
     span = end_s - start_s
@@ -96,7 +97,7 @@ def _stage_entry(view: RunView, stage, start_s: float, end_s: float) -> dict:
         "end_s": end_s,
         "warmup": bool(getattr(stage, "warmup", False)),
         "requests": total,
-        "output_per_s": out_tokens / span if span > 0 else None,
+        "output_per_s": view.delivered_tokens(start_s, end_s) / span if span > 0 else None,
         "prompt_tokens_mean": prompt_tokens / prompts if prompts else None,
         **{m.summary_key: q_ms(Recorder.merged_sketch(cells, m.key)) for m in having("per_stage")},
         "client_kv_block_fill": view.client_kv_fill_of(stage.name),
@@ -134,6 +135,8 @@ def _server_section(view: RunView) -> dict:
         d = _counter_delta(series, field, start, end)
         return int(d) if d is not None else None
 
+    queries, hits = delta("prefix_cache_queries_total"), delta("prefix_cache_hits_total")
+
     return {
         "kv_cache_usage": {"mean": _mean(kv), "max": max(kv) if kv else None},
         "requests_waiting_max": int(max(waiting)) if waiting else None,
@@ -144,6 +147,7 @@ def _server_section(view: RunView) -> dict:
         "requests_succeeded": delta("request_success_total"),
         "prompt_tokens": delta("prompt_tokens_total"),
         "generation_tokens": delta("generation_tokens_total"),
+        "prefix_cache_hit_rate": hits / queries if queries and hits is not None else None,
     }
 
 
@@ -171,7 +175,7 @@ def timeseries(view: RunView, window_s: float | None = None) -> dict:
     server's scrapes; the live charts pass a shorter window early in a run."""
     window_s = window_s or view.attribution_window
     windows = []
-    for w in view.windows(window_s):
+    for w in view.windows(window_s, fold_tail=True):
         span = w.end_s - w.start_s
         windows.append({
             "start_s": w.start_s,
@@ -201,6 +205,8 @@ def build_summary(view: RunView, hooks: SummaryHooks | None = None) -> dict:
     error_rate = (total - ok) / total if total else 0.0
     checks = view.slos.evaluate(sketches, error_rate)
     good = sum(c.good for c in cells)
+    server, turns = _server_section(view), _turns(view, warmup)
+    share = workload_share(view.options, sum(c.prompt_tokens for c in cells), sum(c.prompts for c in cells), turns)
     summary = {
         "schema": SCHEMA,
         "duration_s": duration,
@@ -230,8 +236,9 @@ def build_summary(view: RunView, hooks: SummaryHooks | None = None) -> dict:
         "goodput_rps": good / duration if duration > 0 else None,
         "slo": {"passed": all(c["passed"] for c in checks), "checks": checks},
         "stages": [_stage_entry(view, st, a, b) for st, a, b in spans],
-        "turns": _turns(view, warmup),
-        "server": _server_section(view),
+        "turns": turns,
+        "server": server,
+        "prefix_cache": prefix_cache_section(server["prefix_cache_hit_rate"], share),
         "client_kv_block_fill": {"mean": kv_total / kv_n if kv_n else None, "var": _var(kv_total, kv_sq, kv_n),
                                  "block_size": view.merged.kv_block, "block_size_source": view.merged.kv_block_source},
         "workers_lost": sorted(view.lost_workers),

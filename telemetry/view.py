@@ -40,6 +40,11 @@ class Window:
         for m in WINDOW_METRICS:
             self.sketches[m].merge(slot.sketches[m])
 
+    def fold(self, later: Window) -> None:
+        """Take the ``later`` window in: one window from this start to its end."""
+        self.absorb(later)
+        self.end_s = later.end_s
+
 
 @dataclass(frozen=True)
 class RunView:
@@ -136,9 +141,27 @@ class RunView:
             out[v] = out.get(v, 0) + slot.sent
         return out
 
-    def windows(self, seconds: float, origin_s: float = 0.0) -> list[Window]:
+    def delivered_tokens(self, start_s: float, end_s: float) -> float:
+        """Output tokens the run delivered in [start_s, end_s): each wall-clock slot's tokens (counted when their
+        request ended) pro-rated by its overlap. A stage's throughput is what the server delivered while the stage
+        ran, not the tokens of the requests drawn in it: a closed loop draws one extra request per user the stage
+        added (its first wave, sent during the ramp) and loses the ones still in flight when it ends, which biased
+        a level by the size of its step (users=8 read +9 % over users=4 on a server capped at 2 sequences)."""
+        total = 0.0
+        for i, slot in self.merged.slots.items():
+            a = i * self.slot_s - self.t0_wall
+            overlap = min(end_s, a + self.slot_s) - max(start_s, a)
+            if overlap > 0:
+                total += slot.output_tokens * overlap / self.slot_s
+        return total
+
+    def windows(self, seconds: float, origin_s: float = 0.0, fold_tail: bool = False) -> list[Window]:
         """Merged client sketches per ``seconds``-wide window from ``origin_s`` (default: the run start) on,
-        empty windows kept; slots before a later origin are left out (the live detectors' trailing windows)."""
+        empty windows kept; slots before a later origin are left out (the live detectors' trailing windows).
+
+        ``fold_tail``: a last window shorter than half a window is folded into the one before. What it holds came
+        in whole slots and whole requests (a request's tokens count when it ends), so over its short span a rate
+        is a spike, not a rate (a 0.1 s tail drew 40,836 tok/s beside a ~1,800 tok/s line); the charts' windows."""
         if seconds <= 0:
             raise ValueError("window length must be positive")
         duration = self.duration_s
@@ -152,4 +175,6 @@ class RunView:
             while k >= len(out):
                 out.append(Window(origin_s + len(out) * seconds, origin_s + (len(out) + 1) * seconds))
             out[k].absorb(slot)
+        if fold_tail and len(out) > 1 and out[-1].end_s - out[-1].start_s < seconds / 2:
+            out[-2].fold(out.pop())
         return out

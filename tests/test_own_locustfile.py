@@ -55,5 +55,5 @@ def test_own_locustfile_runs_with_the_projects_options_and_telemetry(tmp_path):
     assert r["total"] + r["warmup"] == served > 0, out  # our users and telemetry: every request accounted
     assert r["failed"] == 0 and summary["tokens"]["output"] == 8 * r["ok"]
     names = [st["name"] for st in summary["stages"]]
-    assert names == ["warmup users=1", "users=1", "warmup users=2", "users=2"]  # our shapes
+    assert names == ["users=1", "users=2"]  # our shapes
     assert "LLM summary" in out  # our console table

@@ -17,9 +17,10 @@ import sys
 
 from tokenizer_checks.commands import COMMANDS
 from tokenizer_checks.texts import InputError
+from workload.tokenizers import NAMES
 
 EPILOG = (
-    "TOK is a bundled name (deepseek-v2, deepseek-v3, deepseek-v4, r1-distill-llama, qwen2.5) or a path to a "
+    f"TOK is a bundled name (one of {', '.join(NAMES)}) or a path to a "
     "tokenizer.json or its folder. Exit codes: 0 ok, 1 a threshold given on the command line was crossed, "
     "2 bad input."
 )

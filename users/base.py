@@ -62,6 +62,12 @@ class Target(NamedTuple):
     """The process's request headers, plus the route's metadata headers."""
 
 
+CONNECT_BACKOFF_S = (0.05, 2.0)
+"""After a request that could not connect, a user waits this long before its next one (the first, doubled at each
+failure in a row, up to the second; back to none at the first answer): a server that died mid-run keeps being
+counted as failing, without the users spinning a core on refused connections."""
+
+
 class LLMUser(FastHttpUser):
     """Sends LLM requests back to back (closed loop) or on the pacer's schedule (open loop)."""
 
@@ -91,9 +97,11 @@ class LLMUser(FastHttpUser):
         self._headers = settings.headers(self.api.stream)
         self._ids = settings.request_ids
         group = settings.next_group()
+        self._backoff = 0.0
         self._prefix_group = group
-        self._conv = Conversation(settings, group) if settings.turns is not None and self.api.chat else None
-        """This user's conversation (``--turns``, chat users), else None."""
+        talks = settings.turns is not None or settings.dataset is not None
+        self._conv = Conversation(settings, group) if talks and self.api.chat else None
+        """This user's conversation (``--turns`` or ``--dataset``, chat users), else None."""
         if settings.turns is not None and not self.api.chat and type(self).__name__ not in _WARNED_TURNS:
             _WARNED_TURNS.add(type(self).__name__)
             log.warning("--turns applies to chat users only: %s sends single requests", type(self).__name__)
@@ -189,6 +197,12 @@ class LLMUser(FastHttpUser):
         )
         if conv is not None and (pause := conv.after(result.ok)) > 0:
             gevent.sleep(pause)
+        if result.error_kind == "connection":
+            lo, hi = CONNECT_BACKOFF_S
+            self._backoff = min(max(self._backoff * 2, lo), hi)
+            gevent.sleep(self._backoff)
+        else:
+            self._backoff = 0.0
         return result
 
 

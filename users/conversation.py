@@ -17,6 +17,12 @@ That rule holds for the DeepSeek template alone; with a tokenizer's own template
 (``workload.tokenizers.chat_renderer``: V2's ``User: …``, Qwen's ``<|im_end|>``, R1's ``<think>`` generation prompt
 and stripped thinking) a later turn is counted by rendering the whole history and encoding it, as vLLM does.
 
+Replaying a dataset (``--dataset``), a conversation is a record's: its system message and user turns in order,
+the history carrying the dataset's own answers (``--history dataset``, the prompt lengths reproducible) or the
+model's streamed ones (``--history live``); each turn's ``max_tokens`` is its answer's length
+(:meth:`RunSettings.dialog_max_tokens`), the wait before it the record's ``delay`` or ``--think-time``, and its
+count the tokenizer's chat template rendered over the whole history (:meth:`RunSettings.count_messages`).
+
     conv = Conversation(settings, group=settings.next_group())
     inp = conv.draw(adapter, stage)      # RequestInput with turn = 1, 2, ...
     ... exchange(..., Call(answer=conv.answer, turn=inp.turn)) ...
@@ -32,6 +38,7 @@ from users.adapters.openai import OpenAIAnswer
 from users.request import RequestInput, Route
 from users.settings import RunSettings
 from users.tally import StreamTally
+from workload.datasets import Dialog
 from workload.prompts import Prompt
 from workload.tokenizers import chat_renderer, render_chat
 
@@ -89,10 +96,14 @@ class Conversation:
         """Client prompt count of the last turn sent."""
         self.answer_tokens = 0
         """Tokens of the last answer (client tokenizer)."""
+        self.dialog: Dialog | None = None
+        """The dataset record being replayed (``--dataset``)."""
 
     def draw(self, adapter, stage: Stage) -> RequestInput:
         """The next turn's input (a new conversation's first turn when the last one ended)."""
         s = self.settings
+        if s.dataset is not None:
+            return self._draw_dialog(stage)
         max_tokens = s.max_tokens()
         p = s.prompt(True, stage.input_len)
         going_on = 0 < self.turn < self.turns
@@ -119,6 +130,42 @@ class Conversation:
             turn=self.turn,
         )
 
+    def _start_dialog(self) -> None:
+        d = self.dialog = self.settings.next_dialog()
+        self.turn, self.turns = 0, len(d.turns)
+        self.messages = [{"role": "system", "content": d.system}] if d.system else []
+
+    def _draw_dialog(self, stage: Stage) -> RequestInput:
+        """The next user turn of the record being replayed (the next record's first when it is over). A turn whose
+        prompt plus max_tokens would pass ``--max-model-len`` ends the record; the next one starts."""
+        s = self.settings
+        if self.dialog is None or self.turn >= self.turns:
+            self._start_dialog()
+        for _ in range(2):
+            assert self.dialog is not None
+            t = self.dialog.turns[self.turn]
+            max_tokens = s.dialog_max_tokens(t)
+            messages = [*self.messages, {"role": "user", "content": t.text}]
+            tokens = s.count_messages(messages)
+            if self.turn == 0 or not s.max_model_len or tokens + max_tokens <= s.max_model_len:
+                break
+            self._start_dialog()
+        self.messages = messages
+        self.turn += 1
+        self.tokens = tokens
+        model_input = list(messages)
+        picked = s.route(model_input)
+        return RequestInput(
+            texts=(t.text,),
+            prompt_tokens=tokens,
+            max_tokens=max_tokens,
+            sampling=s.sampling(max_tokens),
+            stage=stage.name,
+            model_input=model_input,
+            route=Route(*picked) if picked is not None else None,
+            turn=self.turn,
+        )
+
     def _count_next(self, p: Prompt) -> int:
         """The client count of the next turn: by the DeepSeek rule above, or rendered with the tokenizer's own
         chat template and encoded (the whole history: exact whatever the template does around the turns)."""
@@ -136,11 +183,17 @@ class Conversation:
         self.answer.last = None
         if not ok or tally is None:
             self.turn = 0
+            self.dialog = None
             return 0.0
         text = "".join(tally.answer)
+        d = self.dialog
+        if d is not None and not self.settings.history_live and d.turns[self.turn - 1].answer is not None:
+            text = d.turns[self.turn - 1].answer  # the dataset's own answer: reproducible prompt lengths
         self.messages.append({"role": "assistant", "content": text})
         self.answer_tokens = self.settings.count_text(text) if text else 0
         if self.turn >= self.turns:
             self.turn = 0
+            self.dialog = None
             return 0.0
-        return self.settings.think_time.sample(self.settings.rng)
+        delay = d.turns[self.turn].delay_s if d is not None else None
+        return delay if delay is not None else self.settings.think_time.sample(self.settings.rng)

@@ -11,11 +11,20 @@ travel to workers and through the web UI as text and are parsed again in ``test_
 from __future__ import annotations
 
 import argparse
+import secrets
 from pathlib import Path
 
 from workload.argtypes import length_spec, non_negative_int, positive_int, seconds, seed
-from workload.datasets import load_prompt_file
-from workload.tokenizers import AUTO, DEFAULT_TOKENIZER, MODEL_TOKENIZERS, TokenizerNotFound, load_tokenizer
+from workload.datasets import (
+    AUTO_FORMAT,
+    FORMATS,
+    LENGTH_RANGE_FORM,
+    load_dataset,
+    load_prompt_file,
+    parse_length_range,
+)
+from workload.prompts import SYNTHETIC_TEXTS
+from workload.tokenizers import AUTO, DEFAULT_TOKENIZER, NAMES, TokenizerNotFound, load_tokenizer
 
 INPUT_LEN_DEFAULT = "fixed:512"
 """--input-len: the seed's 512 tokens in."""
@@ -29,6 +38,13 @@ REQUEST_TIMEOUT_DEFAULT = 300.0
 """--request-timeout: seconds without a byte before a request fails as 'timeout'."""
 SEED_DEFAULT = 0
 """--seed: each worker draws with seed + worker index."""
+PROMPT_SALT_DEFAULT = "run"
+"""--prompt-salt: a fresh salt each run, so no run's prompt texts repeat an earlier run's."""
+PROMPT_SALT_NONE = "none"
+"""--prompt-salt none: the texts --seed alone draws, the same in every run (a warm prefix cache, on purpose)."""
+RESOLVED_SALT = "llm_prompt_salt"
+"""The attribute of the parsed options holding the salt this run uses (an int, or None for ``none``): set on the
+master (or local runner) at test start, shipped to the workers with the options, recorded in the run record."""
 SHARED_PREFIX_LEN_DEFAULT = 0
 """--shared-prefix-len: no shared system prompt."""
 PREFIX_GROUPS_DEFAULT = 1
@@ -45,6 +61,33 @@ NUM_REQUESTS_DEFAULT = 0
 """--num-requests: no request budget (the run ends on time or by its shape)."""
 MAX_ERRORS_DEFAULT = 0
 """--max-errors: never stop for errors."""
+DATASET_FORMAT_DEFAULT = AUTO_FORMAT
+"""--dataset-format: detected from the first record."""
+HISTORY_CHOICES = ("dataset", "live")
+HISTORY_DEFAULT = "dataset"
+"""--history: a replayed conversation's history carries the dataset's own answers (reproducible prompt lengths)."""
+SYNTHETIC_TEXT_DEFAULT = "natural"
+"""--synthetic-text: synthetic prompts are natural text and code (workload/data/natural_text.txt) completed with
+pool words to the exact count."""
+DATASET_SAMPLE_DEFAULT = 0
+"""--dataset-sample: every record."""
+
+
+def prompt_salt(value: str) -> str:
+    """--prompt-salt: ``run``, ``none`` or a salt (an integer >= 0, e.g. a run record's ``prompt_salt``)."""
+    text = str(value).strip().lower()
+    if text in (PROMPT_SALT_DEFAULT, PROMPT_SALT_NONE) or (text.isdigit() and int(text) < 2**63):
+        return text
+    raise argparse.ArgumentTypeError(f"bad --prompt-salt {value!r}; expected {PROMPT_SALT_DEFAULT} (a fresh salt "
+                                     f"each run), {PROMPT_SALT_NONE} (the same texts every run) or an integer >= 0")
+
+
+def resolve_prompt_salt(value: object) -> int | None:
+    """The salt a run uses: a fresh random one for ``run``, None for ``none``, else the integer given."""
+    text = prompt_salt(str(value if value is not None else PROMPT_SALT_DEFAULT))
+    if text == PROMPT_SALT_DEFAULT:
+        return secrets.randbits(62)
+    return None if text == PROMPT_SALT_NONE else int(text)
 
 
 def tokenizer_name(value: str) -> str:
@@ -82,6 +125,46 @@ def prompt_file(value: str) -> str:
             f'{e} (expected a JSONL file of {{"prompt": ...}} or ShareGPT records)'
         ) from None
     return str(Path(value).expanduser())
+
+
+def dataset_path(value: str) -> str:
+    """argparse ``type``: an existing dataset file (its records are checked at start with --dataset-format:
+    :func:`check_dataset_options`)."""
+    if not value:
+        return value
+    p = Path(value).expanduser()
+    if not p.is_file():
+        raise argparse.ArgumentTypeError(f"no such dataset file {value!r}")
+    return str(p)
+
+
+def length_range(text: str) -> str:
+    """argparse ``type``: a dataset length filter ``LO:HI`` (tokens); empty = no filter."""
+    try:
+        parse_length_range(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+    return str(text or "").strip()
+
+
+def dataset_from(options):
+    """The dataset --dataset names, read with --dataset-format (None without --dataset); ValueError
+    ``file:line: why`` on a bad record."""
+    path = getattr(options, "dataset", None)
+    if not path:
+        return None
+    return load_dataset(path, str(getattr(options, "dataset_format", None) or DATASET_FORMAT_DEFAULT))
+
+
+def check_dataset_options(options) -> None:
+    """Every record of --dataset read with --dataset-format at start; ValueError naming file:line."""
+    if getattr(options, "dataset", None):
+        for other, why in (("turns", "the records set the turns"), ("prompt_file", "both are prompt sources")):
+            if getattr(options, other, None):
+                raise ValueError(f"--dataset and --{other.replace('_', '-')} exclude each other ({why})")
+    dataset_from(options)
+    for name in ("dataset_input_len", "dataset_output_len"):
+        parse_length_range(getattr(options, name, None) or "")
 
 
 def think_time(text: str) -> str:
@@ -188,7 +271,7 @@ def add_arguments(parser) -> None:
         help=f"Tokenizer for prompts and counts: {AUTO} (default: the served model's, e.g. DeepSeek-V2-Lite -> "
         f"deepseek-v2; {DEFAULT_TOKENIZER} with a warning for an unknown model), a path to tokenizer.json or a "
         f"model folder, a Hugging Face id (loaded by transformers; the hub only without HF_HUB_OFFLINE=1) or one "
-        f"of {', '.join(sorted({DEFAULT_TOKENIZER, *(n for _p, n in MODEL_TOKENIZERS)}))}",
+        f"of {', '.join(NAMES)}",
     )
     add(
         "--prompt-file",
@@ -196,6 +279,72 @@ def add_arguments(parser) -> None:
         default="",
         env_var="LOCUST_PROMPT_FILE",
         help='JSONL prompts ({"prompt": ...} or ShareGPT conversations) instead of synthetic ones',
+    )
+    add(
+        "--synthetic-text",
+        choices=SYNTHETIC_TEXTS,
+        default=SYNTHETIC_TEXT_DEFAULT,
+        env_var="LOCUST_SYNTHETIC_TEXT",
+        help="What synthetic prompts are made of, at the same exact token counts: natural (English and Chinese "
+        "prose and code shipped with the project, completed with single-token words) or words (random "
+        "single-token words only)",
+    )
+    add(
+        "--dataset",
+        type=dataset_path,
+        default="",
+        env_var="LOCUST_DATASET",
+        help="Replay a dataset's conversations (chat users: each user walks a conversation's user turns in order "
+        "with the growing history; completions users send the records' first user turns in order): ShareGPT "
+        "(JSON array or JSONL), OpenAI messages JSONL, vLLM bench custom JSONL, AIPerf single/multi-turn JSONL. "
+        "Each turn's max_tokens is the dataset answer's token count (or the record's output_tokens) unless "
+        "--output-len is changed from its default; think time from the record's delay, else --think-time",
+    )
+    add(
+        "--dataset-format",
+        choices=(AUTO_FORMAT, *FORMATS),
+        default=DATASET_FORMAT_DEFAULT,
+        env_var="LOCUST_DATASET_FORMAT",
+        help="--dataset's format; auto: detected from the first record",
+    )
+    add(
+        "--history",
+        choices=HISTORY_CHOICES,
+        default=HISTORY_DEFAULT,
+        env_var="LOCUST_HISTORY",
+        help="A replayed conversation's history: the dataset's own assistant answers (dataset: reproducible "
+        "prompt lengths) or the model's streamed answers (live)",
+    )
+    add(
+        "--dataset-sample",
+        type=non_negative_int,
+        default=DATASET_SAMPLE_DEFAULT,
+        env_var="LOCUST_DATASET_SAMPLE",
+        help="Replay N records drawn with --seed (the same N in every worker, each worker a disjoint share); "
+        "0 = all",
+    )
+    add(
+        "--dataset-shuffle",
+        action="store_true",
+        default=False,
+        env_var="LOCUST_DATASET_SHUFFLE",
+        help="Replay the records in an order shuffled with --seed (default: file order)",
+    )
+    add(
+        "--dataset-input-len",
+        type=length_range,
+        default="",
+        env_var="LOCUST_DATASET_INPUT_LEN",
+        help=f"Keep records whose longest prompt (last turn, whole history, chat template) is within "
+        f"{LENGTH_RANGE_FORM}, counted with the served model's tokenizer; skipped records are counted",
+    )
+    add(
+        "--dataset-output-len",
+        type=length_range,
+        default="",
+        env_var="LOCUST_DATASET_OUTPUT_LEN",
+        help=f"Keep records whose longest answer is within {LENGTH_RANGE_FORM} tokens (records without answers "
+        "pass); skipped records are counted",
     )
     add(
         "--batch-size",
@@ -216,7 +365,18 @@ def add_arguments(parser) -> None:
         type=seed,
         default=SEED_DEFAULT,
         env_var="LOCUST_SEED",
-        help="Random seed; each worker uses seed + worker index",
+        help="Random seed; each worker uses seed + worker index. It fixes the lengths and the draw; the prompt "
+        "texts also take --prompt-salt",
+    )
+    add(
+        "--prompt-salt",
+        type=prompt_salt,
+        default=PROMPT_SALT_DEFAULT,
+        env_var="LOCUST_PROMPT_SALT",
+        help=f"What makes the prompt texts this run's own: {PROMPT_SALT_DEFAULT} (default) a fresh random salt, so "
+        "a repeat run against the same server finds none of the last run's prompts in its prefix cache; "
+        f"{PROMPT_SALT_NONE}: the texts --seed alone draws, the same every run (a warm-cache repeat, on purpose); or "
+        "an integer to redo a run's texts (its run record's prompt_salt)",
     )
     add(
         "--align-prompts",

@@ -22,12 +22,17 @@ from run.context import attach
 from users.align import check
 from users.budget import install as install_budget
 from users.inflight import Inflight
+from users.options import (
+    RESOLVED_SALT,
+    check_dataset_options,
+    resolve_prompt_salt,
+)
 from users.routing import apply_fallback, check_route_options, resolve_versions, route_tokenizers_from
-from users.server_info import ServerUnreachable, first_model, json_poster
+from users.server_info import ServerUnreachable, first_model, json_poster, unreachable
 from users.settings import RunSettings
 from users.watchdog import StallWatch
 from workload.prompts import SyntheticPrompts
-from workload.routing.table import ROUTE_FALLBACK_MESSAGE, ROUTE_FALLBACK_OPTION
+from workload.routing.table import ROUTE_FALLBACK_MESSAGE, ROUTE_FALLBACK_OPTION, RouteTable
 from workload.tokenizers import AUTO, Chosen, choose_tokenizer
 
 log = logging.getLogger(__name__)
@@ -57,14 +62,19 @@ class UsersPlugin:
             self.environment.llm.stall_watch = None
 
     def _on_test_start(self, environment, **_kw) -> None:
+        if not isinstance(environment.runner, WorkerRunner) and environment.parsed_options is not None:
+            # one salt per run, drawn where the run starts; workers get it with the options Locust ships them
+            salt = resolve_prompt_salt(getattr(environment.parsed_options, "prompt_salt", None))
+            setattr(environment.parsed_options, RESOLVED_SALT, salt)
         if isinstance(environment.runner, MasterRunner):
             self._master_tokenizer(environment)
             return
         try:
             route_tokenizers_from(environment.parsed_options)  # names only versions of --route-table
-            settings = RunSettings.from_options(
-                environment.parsed_options, getattr(environment.runner, "worker_index", 0)
-            )
+            runner = environment.runner
+            workers = int(getattr(environment.parsed_options, "expect_workers", 1) or 1)
+            settings = RunSettings.from_options(environment.parsed_options, getattr(runner, "worker_index", 0),
+                                                workers if isinstance(runner, WorkerRunner) else 1)  # fmt: skip
         except ValueError as e:  # values typed in the web UI skip argparse's validators
             log.error("LLM users: %s", e)
             if environment.runner is not None:
@@ -88,6 +98,8 @@ class UsersPlugin:
             if isinstance(environment.runner, WorkerRunner):  # joined after the master's fallback
                 apply_fallback(environment, getattr(environment.parsed_options, ROUTE_FALLBACK_OPTION, None))
         settings.opens_thinking = environment.llm.tokenizer.opens_thinking
+        if not self._select_dataset(environment, settings):
+            return
         post = json_poster(host, settings.headers(False))
         for chat in (True, False):
             source = settings.source(chat)
@@ -147,6 +159,25 @@ class UsersPlugin:
             return
         if settings.route_table is not None:
             self._versions(environment, settings)
+        settings.use_tokenizer(environment.llm.tokenizer.name)
+        self._select_dataset(environment, settings)
+
+    @staticmethod
+    def _select_dataset(environment, settings: RunSettings) -> bool:
+        """Select --dataset's records with the chosen tokenizer (the length filters count with it) and keep the
+        run record's ``dataset`` as ``environment.llm.dataset``; False (the run quits) when none is left."""
+        try:
+            environment.llm.dataset = settings.dataset_record()
+        except ValueError as e:
+            log.error("LLM users: %s", e)
+            if environment.runner is not None:
+                gevent.spawn_later(0, environment.runner.quit)
+            return False
+        if environment.llm.dataset is not None:
+            d = environment.llm.dataset
+            log.info("LLM users: dataset %s (%s, %d records, sha256 %s): %d selected, skipped %s", d["path"],
+                     d["format"], d["records"], d["sha256"][:16], d["selected"], d["skipped"] or "none")  # fmt: skip
+        return True
 
     def _model(self, host: str, headers: dict[str, str]) -> str | None:
         if host not in self._models:
@@ -163,13 +194,33 @@ def install(environment) -> None:
     # gevent's timers count from the loop's cached clock, which has not moved since gevent was imported:
     # without a refresh, Locust's --run-time timer (armed after init) fires early by the import time.
     gevent.get_hub().loop.update_now()
-    try:  # route options that name versions the table lacks: one line and exit 2 at start, as argparse would
+    try:  # route options that name versions the table lacks, a bad dataset record: one line and exit 2 at start
         check_route_options(environment.parsed_options)
+        check_dataset_options(environment.parsed_options)
     except ValueError as e:
         log.error("%s", e)
         sys.exit(2)
+    if not isinstance(environment.runner, WorkerRunner) and _starts_now(environment.parsed_options):
+        for url in _servers(environment):  # a server that is not there: one line and exit 2, not a failure storm
+            if (why := unreachable(url)) is not None:
+                log.error("LLM users: %s: %s", url, why)
+                sys.exit(2)
     UsersPlugin(environment).register()
     install_budget(environment)
+
+
+def _starts_now(options) -> bool:
+    """A run that starts without the web form (--headless, --autostart): its host is known at init."""
+    return options is not None and bool(getattr(options, "headless", False) or getattr(options, "autostart", False))
+
+
+def _servers(environment) -> list[str]:
+    """The base URLs requests go to: --host, and each backend of --route-table."""
+    urls = [environment.host] if environment.host else []
+    table = getattr(environment.parsed_options, "route_table", None)
+    if table:
+        urls += [span[2].base_url for span in RouteTable.parse(str(table)).spans]
+    return list(dict.fromkeys(urls))
 
 
 def _prime_inspect() -> None:

@@ -75,6 +75,8 @@ def draw(settings: RunSettings, adapter: _Shape, stage: Stage, group: int = 0) -
     route's version runs another tokenizer than the prompt was cut with: :data:`MAX_DRAWS`). With
     ``--shared-prefix-len`` each prompt starts with the system prompt of the user's prefix ``group``: a
     system message for chat, the prompt's head for completions (its tokens added to the count)."""
+    if settings.dataset is not None and not adapter.chat:
+        return draw_records(settings, adapter, stage)
     max_tokens = settings.max_tokens()
     n = settings.batch_size if adapter.batched else 1
     names = settings.draw_tokenizers()
@@ -95,6 +97,26 @@ def draw(settings: RunSettings, adapter: _Shape, stage: Stage, group: int = 0) -
         texts=texts,
         prompt_tokens=sum(p.tokens for p in prompts) + (len(prompts) * settings.system_tokens(adapter.chat, tok)
                                                         if system else 0),  # fmt: skip
+        max_tokens=max_tokens,
+        sampling=settings.sampling(max_tokens),
+        stage=stage.name,
+        model_input=model_input,
+        route=Route(*picked) if picked is not None else None,
+    )
+
+
+def draw_records(settings: RunSettings, adapter: _Shape, stage: Stage) -> RequestInput:
+    """A completions request from ``--dataset``: the next selected records' first user turns (``--batch-size`` of
+    them for a batched adapter), max_tokens from the first one's answer (:meth:`RunSettings.dialog_max_tokens`)."""
+    turns = [settings.next_dialog().turns[0] for _ in range(settings.batch_size if adapter.batched else 1)]
+    count = settings.source(False).count
+    texts = tuple(t.text for t in turns)
+    max_tokens = settings.dialog_max_tokens(turns[0])
+    model_input = adapter.model_input(texts)
+    picked = settings.route(model_input)
+    return RequestInput(
+        texts=texts,
+        prompt_tokens=sum(count(t) for t in texts),
         max_tokens=max_tokens,
         sampling=settings.sampling(max_tokens),
         stage=stage.name,

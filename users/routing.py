@@ -129,8 +129,8 @@ def add_arguments(parser, fallback_metrics: frozenset[str] | None) -> None:
         include_in_web_ui=False,
         help="With --route-table: a fallback that acts. The master judges the rule on each version's live windows "
         "and, when it holds, moves FROM's buckets to TO for the rest of the run (logged, "
-        "llm_route_fallback_total{from,to}, the summary's route_fallback). Form: " + FALLBACK_FORM + "; +P% "
-        "compares FROM with TO in the same window, X is ms (latency) or % (error_rate); windows are "
+        "llm_route_fallback_total{from,to}, the summary's route_fallback). Form: " + FALLBACK_FORM.replace("%", "%%")
+        + "; +P%% compares FROM with TO in the same window, X is ms (latency) or %% (error_rate); windows are "
         "--attribution-window seconds unless 'of S s' says. Default: none",
     )
 

@@ -7,10 +7,14 @@ post = json_poster("http://127.0.0.1:8000", headers)  # post("/tokenize", {...})
 from __future__ import annotations
 
 import json
+import socket
 import urllib.error
+import urllib.parse
 import urllib.request
 
 TIMEOUT_S = 10.0
+CONNECT_CHECK_S = 3.0
+"""How long the start check waits for a TCP connection to the server."""
 
 
 class ServerUnreachable(RuntimeError):
@@ -28,6 +32,22 @@ def _call(url: str, headers: dict[str, str], data: bytes | None = None) -> tuple
         return status, json.loads(raw)
     except ValueError:
         return status, None
+
+
+def unreachable(base_url: str, timeout: float = CONNECT_CHECK_S) -> str | None:
+    """Why nothing could be sent to ``base_url`` (no http(s) scheme, no host, no TCP connection), or None."""
+    url = urllib.parse.urlsplit(base_url)
+    if url.scheme not in ("http", "https") or not url.hostname:
+        return "not an http(s) URL; expected e.g. http://127.0.0.1:8000"
+    try:
+        port = url.port or (443 if url.scheme == "https" else 80)
+    except ValueError:
+        return "a bad port"
+    try:
+        socket.create_connection((url.hostname, port), timeout=timeout).close()
+    except OSError as e:
+        return f"cannot connect ({e.strerror or type(e).__name__}); is the server up?"
+    return None
 
 
 def first_model(host: str, headers: dict[str, str]) -> str:

@@ -26,6 +26,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from functools import lru_cache
+from pathlib import Path
 
 import numpy as np
 from tokenizers import Tokenizer
@@ -34,6 +35,13 @@ from workload.tokenizers import ChatRenderer, render_chat
 
 _WORD = re.compile(r"Ġ[a-z]{3,9}")  # byte-level BPE marks a leading space with Ġ
 _POOL_SIZE = 4000
+_SPACE_LED = re.compile(r"Ġ[A-Za-z]")
+NATURAL_TEXT = Path(__file__).with_name("data") / "natural_text.txt"
+"""The natural text source: English prose and requests, Chinese prose, code (Python, SQL, Rust, shell), written
+for this project."""
+SYNTHETIC_TEXTS = ("words", "natural")
+"""What synthetic prompts are made of: random single-token pool words, or runs of natural text (and code) from
+:data:`NATURAL_TEXT` completed with pool words to the exact count."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,18 +104,62 @@ def _word_pool(tokenizer: Tokenizer) -> np.ndarray:
     return np.asarray(single, dtype=object)
 
 
+class NaturalText:
+    """Runs of :data:`NATURAL_TEXT` cut where the tokenizer's count adds up: the text is encoded once, and a run
+    starts and ends just before a token that is a space-led word (``Ġ`` + a letter, no space before it) — a
+    pre-token boundary for a byte-level BPE, as every pool word is — so a run of tokens ``[i, j)`` re-encodes to
+    ``j - i`` tokens and runs and pool words concatenate to the sum of their counts."""
+
+    def __init__(self, tokenizer: Tokenizer, path: Path = NATURAL_TEXT) -> None:
+        self.text = text = path.read_text(encoding="utf-8")
+        enc = tokenizer.encode(text, add_special_tokens=False)
+        toks, offs = enc.tokens, enc.offsets
+        bounds = [k for k in range(1, len(toks))
+                  if _SPACE_LED.match(toks[k]) and not toks[k - 1].endswith("Ġ")]  # fmt: skip
+        self.bounds = np.asarray(bounds, dtype=np.int64)
+        """Token indexes a run may start or end at."""
+        self.starts = [offs[k][0] for k in bounds]
+        """Character offset of each boundary in the text."""
+
+    def __bool__(self) -> bool:
+        return len(self.bounds) >= 2
+
+    def run(self, rng: np.random.Generator, most: int) -> tuple[str, int]:
+        """A run of at most ``most`` tokens from a random boundary: (text, tokens); ("", 0) when none fits."""
+        b = self.bounds
+        p = int(rng.integers(0, len(b) - 1))
+        q = int(np.searchsorted(b, b[p] + most, side="right")) - 1
+        if q <= p:
+            return "", 0
+        return self.text[self.starts[p] : self.starts[q]], int(b[q] - b[p])
+
+
+@lru_cache(maxsize=8)
+def _natural(tokenizer: Tokenizer) -> NaturalText | None:
+    nat = NaturalText(tokenizer)
+    return nat if nat else None
+
+
 class SyntheticPrompts:
-    """Random-word prompts of an exact token count."""
+    """Prompts of an exact token count: natural text and code completed with pool words (``text="natural"``), or
+    random pool words alone (``"words"``)."""
 
     ALWAYS_FIRST = 16
     LONG = 4096
     """Prompts of more words than this are built from cached pieces (:meth:`build`)."""
     PIECE, PIECES, HEAD = 512, 32, 256
+    NATURAL_HEAD = 16
+    """Random pool words that start a natural prompt: its first prefix-cache block (16 tokens on vLLM's GPUs, the
+    chat template's tokens before it) is its own, as with words."""
 
     def __init__(self, tokenizer: Tokenizer, chat: bool, verify_every: int = 64,
-                 render: ChatRenderer | None = None) -> None:  # fmt: skip
+                 render: ChatRenderer | None = None, text: str = "words") -> None:  # fmt: skip
+        if text not in SYNTHETIC_TEXTS:
+            raise ValueError(f"unknown synthetic text {text!r}; expected one of {', '.join(SYNTHETIC_TEXTS)}")
         self.count = TokenCounter(tokenizer, chat, render)
         self.words_pool = _word_pool(tokenizer)
+        self.natural = _natural(tokenizer) if text == "natural" else None
+        """The natural text source; None: pool words alone (``words``, or a tokenizer without space-led words)."""
         self.verify_every = verify_every
         """Re-encode one prompt in this many (after the first 16); 1 = every prompt; 0 = never."""
         self.built = 0
@@ -124,11 +176,31 @@ class SyntheticPrompts:
         prefix). One numpy draw and one join: a 32K-token text in milliseconds (``bench.long_prompt``)."""
         return "".join(self.words_pool[rng.integers(0, len(self.words_pool), int(n))])
 
+    def fresh(self, rng: np.random.Generator, n: int) -> str:
+        """``n`` tokens of prompt text: :data:`NATURAL_HEAD` random pool words (the text has a few hundred places
+        to start from: without a random head, prompts would share their first prefix-cache blocks), then runs of
+        natural text from random places while more than a few tokens are left, ending with at least one pool word
+        (so the content ends, as it starts, on a space-led word, whatever the chat template puts after it); pool
+        words alone without a natural source."""
+        nat = self.natural
+        if nat is None:
+            return self.words(rng, n)
+        head = min(int(n), self.NATURAL_HEAD)
+        parts, left = [self.words(rng, head)], int(n) - head
+        while left > 8:
+            text, k = nat.run(rng, left - 1)
+            if not k:
+                break
+            parts.append(text)
+            left -= k
+        parts.append(self.words(rng, left))
+        return "".join(parts)
+
     def _long(self, rng: np.random.Generator) -> list[str]:
         """The cached pieces of long prompts: ``PIECES`` texts of ``PIECE`` pool words, each encoded once here
         (one batch) and kept only when it is exactly ``PIECE`` tokens."""
         if self._pieces is None:
-            texts = [self.words(rng, self.PIECE) for _ in range(self.PIECES)]
+            texts = [self.fresh(rng, self.PIECE) for _ in range(self.PIECES)]
             encoded = self.count.tokenizer.encode_batch(texts, add_special_tokens=False)
             self._pieces = [t for t, e in zip(texts, encoded, strict=True) if len(e.ids) == self.PIECE]
             if not self._pieces:
@@ -153,7 +225,7 @@ class SyntheticPrompts:
             tail = "".join([pieces[i] for i in rng.integers(0, len(pieces), m)])
             extra = m * self.PIECE
             want -= extra
-        text = self.words(rng, want)
+        text = self.fresh(rng, want)
         expected = want + self.count.overhead
         self.built += 1
         every = self.verify_every

@@ -74,6 +74,10 @@ MODEL_TOKENIZERS: tuple[tuple[str, str], ...] = (
     (r"qwen2\.5", "qwen2.5"),
 )
 
+NAMES: tuple[str, ...] = tuple(sorted({*BUNDLED, *(name for _pattern, name in MODEL_TOKENIZERS)}))
+"""Every tokenizer name the project documents, each of which loads: the bundled short names and every served
+model's mapping. The one list the --tokenizer help, the unknown-name error and the tokenizer CLI's help show."""
+
 
 THINK_PROMPT = "<｜Assistant｜><think>"
 """What R1's chat template puts at the end of the prompt (add_generation_prompt): the model answers inside it."""
@@ -178,7 +182,7 @@ def _folder_of(name_or_path: str) -> Path:
             return extra
         raise TokenizerNotFound(
             f"unknown tokenizer {name_or_path!r}: give a path to tokenizer.json (or its folder) "
-            f"or one of {', '.join(sorted(BUNDLED))}"
+            f"or one of {', '.join(NAMES)}"
         )
     return _package_dir(entry.package) / entry.folder
 

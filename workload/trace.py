@@ -63,6 +63,20 @@ class Trace:
         """Seconds from the first request to the last, on the trace's clock."""
         return self.records[-1].at_s if self.records else 0.0
 
+    @property
+    def repeated_share(self) -> float:
+        """The share of the trace's prompt tokens in blocks whose hash id an earlier request already sent: what a
+        prefix cache can rightly serve when the whole trace is replayed."""
+        seen: set[int] = set()
+        repeated = total = 0
+        for r in self.records:
+            total += r.input_length
+            for i, hash_id in enumerate(r.hash_ids):
+                if hash_id in seen:
+                    repeated += min(BLOCK_TOKENS, r.input_length - i * BLOCK_TOKENS)
+                seen.add(hash_id)
+        return repeated / total if total else 0.0
+
 
 def _count(obj: dict, key: str, where: str, minimum: int) -> int:
     value = obj.get(key)
@@ -119,17 +133,19 @@ class BlockPrompts:
     template's (or BOS's) tokens come off the end, so the server counts ``input_length``."""
 
     def __init__(self, tokenizer: Tokenizer, chat: bool, seed: int = 0, verify_first: int = 16,
-                 render: ChatRenderer | None = None) -> None:  # fmt: skip
+                 render: ChatRenderer | None = None, salt: int | None = None) -> None:  # fmt: skip
         self._words = SyntheticPrompts(tokenizer, chat, verify_every=0, render=render)
         self._count = self._words.count
         self._overhead = self._count(self._words.words_pool[0]) - 1
         """The tokens around the text (the chat template's; for completions, a BOS the tokenizer adds)."""
         self._seed = int(seed)
+        self._salt = () if salt is None else (int(salt),)
+        """The run's prompt salt: a hash id's block is the same in every process of a run, not across runs."""
         self._verify = verify_first
         self._block = lru_cache(maxsize=4096)(self._block_text)
 
     def _block_text(self, hash_id: int) -> tuple[str, ...]:
-        rng = np.random.default_rng([self._seed, 0x7ACE, hash_id & 0xFFFFFFFFFFFFFFFF])
+        rng = np.random.default_rng([self._seed, 0x7ACE, hash_id & 0xFFFFFFFFFFFFFFFF, *self._salt])
         pool = self._words.words_pool
         return tuple(pool[rng.integers(0, len(pool), BLOCK_TOKENS)])
 

@@ -57,16 +57,15 @@ def verdict(server: dict | None, batching: dict | None, decomposition: dict | No
               f"{batching.get('failed_at_s')} s while the TTFT p99 rose; flagged windows "
               f"{batching.get('flagged_windows')}")  # fmt: skip
         return {"cause": "batching_collapse", "evidence": ev, "source": "server_metrics"}
+    # the split itself is said once, by the decomposition's (or the tail's) statement: the evidence names its source
     if tail and tail.get("shares"):
-        shares, source, how = tail["shares"], "spans", tail.get("statement", "")
+        shares, source, how = tail["shares"], "spans", "the slowest requests' joined spans"
     else:
-        shares, source = _mean_shares(decomposition), "histograms"
-        how = (decomposition or {}).get("statement", "")
+        shares, source, how = _mean_shares(decomposition), "histograms", "the mean split of the first token"
     ranked = sorted(((v, k) for k, v in shares.items() if k in CAUSE_OF_PART), reverse=True)
     if ranked and ranked[0][0] >= DOMINANT_SHARE:
         share, part = ranked[0]
-        ev = f"{share * 100:.0f} % of the client TTFT is {part.replace('_', ' & ')}" + (f" ({how})" if how else "")
+        ev = f"{share * 100:.0f} % of the client TTFT is {part.replace('_', ' & ')} ({how})"
         return {"cause": CAUSE_OF_PART[part], "evidence": ev, "source": source}
     kv_txt = f"KV cache usage mean {kv_mean:.2f}, " if kv_mean is not None else ""
-    return {"cause": "none", "evidence": f"{kv_txt}no part of the TTFT dominates" + (f" ({how})" if how else ""),
-            "source": source}  # fmt: skip
+    return {"cause": "none", "evidence": f"{kv_txt}no part of the TTFT dominates ({how})", "source": source}

@@ -20,11 +20,11 @@ def test_concurrency_plan_stages_and_indices():
     assert [s.stage.name for s in steps] == ["users=1", "users=4", "users=16"]
     assert [s.users for s in steps] == [1, 4, 16]
     assert all(s.duration == 30 and s.spawn_rate == 4.0 for s in steps)
-    # every level changes the user count, so every level has a warm-up (ramp) stage before it
-    assert [s.warmup_stage.name for s in steps] == ["warmup users=1", "warmup users=4", "warmup users=16"]
-    assert all(s.warmup_stage.warmup and not s.stage.warmup for s in steps)
-    indices = [i for s in steps for i in (s.warmup_stage.index, s.stage.index)]
-    assert indices == list(range(6))
+    # --stage-warmup 0: no warm-up stage, not even for a ramp; the ramp's requests count in the level they ramp to
+    assert all(s.warmup_stage is None and not s.stage.warmup for s in steps)
+    assert [s.stage.index for s in steps] == [0, 1, 2]
+    steps = concurrency_plan(_opts(sweep_users="1,4", stage_warmup="2"))
+    assert [i for s in steps for i in (s.warmup_stage.index, s.stage.index)] == list(range(4))
 
 
 def test_length_plan_uses_fixed_users_and_specs():
@@ -33,8 +33,8 @@ def test_length_plan_uses_fixed_users_and_specs():
         ("len=uniform:128:1024", "uniform:128:1024", 16),
         ("len=zipf:1.2:16:4096", "zipf:1.2:16:4096", 16),
     ]
-    # only the first stage ramps; without --stage-warmup the second switches directly
-    assert steps[0].warmup_stage is not None and steps[1].warmup_stage is None
+    # without --stage-warmup no stage has a warm-up twin, the first (which ramps) neither
+    assert steps[0].warmup_stage is None and steps[1].warmup_stage is None
 
 
 def test_stage_warmup_gives_every_stage_a_warmup():
@@ -50,7 +50,8 @@ def test_rate_plan_pool_and_rates():
         ("rate=2", 2.0, 64, 64.0),
         ("rate=4.5", 4.5, 64, 64.0),
     ]
-    assert steps[0].warmup_stage.rate == 2.0
+    # the open loop's pool spawns in the first stage's twin (its pacer must not pile slots up meanwhile), only there
+    assert steps[0].warmup_stage.rate == 2.0 and steps[1].warmup_stage is None
 
 
 @pytest.mark.parametrize(

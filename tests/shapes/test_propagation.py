@@ -104,7 +104,7 @@ def test_local_sweep_runs_stages_and_stamps_pacer():
     assert env.llm.pacer is not None and env.llm.pacer.rate == 40.0
     runner.shape_greenlet.join(timeout=10)
     names = [s.name for s, *_ in env.llm.stage_board.history]
-    assert names == ["warmup rate=20", "rate=20", "rate=40"]
+    assert names == ["warmup rate=20", "rate=20", "rate=40"]  # the pool spawns in a twin of its own
     assert env.llm.pacer is None  # test stopped: closed loop again
     runner.quit()
 

@@ -74,14 +74,33 @@ def test_stage_history_times_follow_the_board():
     clock.t += 1
     shape.tick()
     board = runner.environment.llm.stage_board
-    assert [s.name for s, *_ in board.history] == ["warmup users=2", "users=2"]
-    assert board.history[1][2] >= board.history[0][2]
+    assert [s.name for s, *_ in board.history] == ["users=2"]  # --stage-warmup 0: the ramp is the stage's
+
+
+def test_without_stage_warmup_the_ramp_counts_in_the_stage_it_ramps_to():
+    shape, clock, runner = _shape(ConcurrencySweepShape, sweep_users="1,16", stage_duration="6")
+    board = runner.environment.llm.stage_board
+    shape.tick()
+    runner.user_count = 1
+    clock.t += 1
+    shape.tick()
+    clock.t += 6
+    assert shape.tick() == (16, 100.0)
+    assert board.current.name == "users=16" and not board.current.warmup  # the first wave at 16 users is its own
+    runner.user_count = 16
+    clock.t += 1
+    shape.tick()
+    clock.t += 5.9
+    assert shape.tick() == (16, 100.0)  # the 6 s hold counts from the ramp's end
+    clock.t += 0.1
+    assert shape.tick() is None
+    assert [s.name for s, *_ in board.history] == ["users=1", "users=16"]
 
 
 def test_length_sweep_switches_distribution_without_ramp():
     shape, clock, runner = _shape(LengthSweepShape, length_sweep="uniform:128:1024,zipf:1.2:16:4096", num_users=16)
     board = runner.environment.llm.stage_board
-    assert shape.tick() == (16, 100.0) and board.current.name == "warmup len=uniform:128:1024"
+    assert shape.tick() == (16, 100.0) and board.current.name == "len=uniform:128:1024"
     runner.user_count = 16
     clock.t += 1
     assert shape.tick() == (16, 100.0)
@@ -107,13 +126,15 @@ def test_rate_sweep_spawns_pool_and_walks_rates():
 
 
 def test_unreachable_user_count_moves_on_after_grace():
-    shape, clock, runner = _shape(ConcurrencySweepShape, sweep_users="10", spawn_rate=1.0)
+    shape, clock, runner = _shape(ConcurrencySweepShape, sweep_users="10", spawn_rate=1.0, stage_warmup="1")
     shape.tick()
     runner.user_count = 7  # e.g. a worker died
     clock.t += 10 + SETTLE_GRACE_S - 1
     shape.tick()
     assert runner.environment.llm.stage_board.current.name == "warmup users=10"
     clock.t += 2
+    shape.tick()
+    clock.t += 1
     shape.tick()
     assert runner.environment.llm.stage_board.current.name == "users=10"
 
@@ -131,9 +152,9 @@ def test_finish_restarts_from_the_first_stage():
     shape.tick()
     clock.t += 10
     shape.tick()
-    assert runner.environment.llm.stage_board.current.name == "warmup users=2"
+    assert runner.environment.llm.stage_board.current.name == "users=2"
     shape.finish()
     runner.user_count = 0
     assert shape.tick() == (1, 100.0)
     board = runner.environment.llm.stage_board
-    assert [s.name for s, *_ in board.history] == ["warmup users=1"]  # a new run: history starts again
+    assert [s.name for s, *_ in board.history] == ["users=1"]  # a new run: history starts again

@@ -103,7 +103,7 @@ def test_concurrency_sweep_local_and_distributed_agree(sim, tmp_path):
     assert tok[0] < tok[1] < tok[2], tok
     assert tok[2] > 2 * tok[0], tok
     for s in measured:
-        assert s["end_s"] - s["start_s"] == pytest.approx(5.0, abs=1.5)  # the dwell, ramp not included
+        assert 4.5 <= s["end_s"] - s["start_s"] <= 5.0 + 4.0  # the dwell, and its ramp (--stage-warmup 0)
         assert s["client_queue_ms"]["max"] == 0.0  # closed loop: sent when asked
     assert sum(s["requests"] for s in local["stages"]) == local["requests"]["total"] + local["requests"]["warmup"]
     assert local["saturation"]["stage"] is None
@@ -114,7 +114,7 @@ def test_concurrency_sweep_local_and_distributed_agree(sim, tmp_path):
     assert [s["name"] for s in dist["stages"]] == [s["name"] for s in local["stages"]]
     for a, b in zip(_measured(dist), measured, strict=True):
         assert a["users"] == b["users"]
-        assert a["end_s"] - a["start_s"] == pytest.approx(5.0, abs=1.5)
+        assert 4.5 <= a["end_s"] - a["start_s"] <= 5.0 + 10.0  # the workers' ramp is slower on a busy box
     # every worker result is stamped with a master stage: per-stage counts add up to the totals
     stage_total = sum(s["requests"] for s in dist["stages"])
     assert stage_total == dist["requests"]["total"] + dist["requests"]["warmup"]
@@ -124,7 +124,10 @@ def test_concurrency_sweep_local_and_distributed_agree(sim, tmp_path):
 
 
 def test_sweep_past_capacity_names_the_saturation_stage(capped_sim, tmp_path):
-    args = ["--shape", "concurrency-sweep", "--sweep-users", "1,2,4,8", "--stage-duration", "6", "-r", "50"]
+    # steady levels: a warm-up second each keeps the ramp and the server's backlog of the last level (or of the
+    # module's previous test) out of the levels compared
+    args = ["--shape", "concurrency-sweep", "--sweep-users", "1,2,4,8", "--stage-duration", "6", "-r", "50",
+            "--stage-warmup", "1"]
     summary, _ = _locust(tmp_path, capped_sim, args)
     _show("capped sim 1,2,4,8", summary)
     measured = _measured(summary)
@@ -136,7 +139,8 @@ def test_sweep_past_capacity_names_the_saturation_stage(capped_sim, tmp_path):
 
 
 def test_length_sweep_prompt_tokens_and_kv_fill(sim, tmp_path):
-    args = ["--shape", "length-sweep", "-u", "16", "-r", "50", "--stage-duration", "8",
+    # a warm-up second each: the 16 users' ramp and the uniform stage's tail stay out of the KV means compared
+    args = ["--shape", "length-sweep", "-u", "16", "-r", "50", "--stage-duration", "8", "--stage-warmup", "1",
             "--length-sweep", "uniform:128:1024,zipf:1.2:16:4096"]
     summary, _ = _locust(tmp_path, sim, args)
     _show("length sweep", summary)

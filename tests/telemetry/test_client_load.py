@@ -86,6 +86,11 @@ def test_starved_local_run_says_so_in_the_web_ui(tmp_path):
     port, srv_port = free_port(), free_port()
     host, web = f"http://127.0.0.1:{srv_port}", f"http://127.0.0.1:{port}"
     server = Proc([PY, "-m", "tests.users.hostile_server", "--port", str(srv_port), "--modes", "ok"], name="hostile")
+    try:
+        wait_http(f"{host}/health", proc=server)  # an --autostart run checks its server at start
+    except BaseException:
+        server.stop()
+        raise
     ui = Proc([LOCUST, "-f", "tests/telemetry/hog_locustfile.py", "--web-host", "127.0.0.1", "--web-port", str(port),
                "--autostart", "-u", "3", "-r", "3", "--host", host, "--prometheus-port", "0", "--server-metrics-url",
                "off", "--input-len", "fixed:16", "--output-len", "fixed:8", "StreamingChatUser", "CpuHogUser"],

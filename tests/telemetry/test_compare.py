@@ -125,3 +125,26 @@ def test_a_bad_baseline_stops_locust_at_start(tmp_path):
                              capture_output=True, text=True, cwd=ROOT, timeout=60)  # fmt: skip
         assert run.returncode == 2 and message in run.stderr, run.stderr[-1000:]
         assert "Traceback" not in run.stderr
+
+
+def test_a_gated_figure_missing_from_either_run_fails_the_gate_naming_it(tmp_path, capsys):
+    base = _write(tmp_path, "base.json", _summary(100.0, 1000.0))
+    gone = _summary(100.0, 1000.0)
+    del gone["stages"][1]["ttft_ms"]  # the stage ran but measured no TTFT
+    assert main([base, _write(tmp_path, "gone.json", gone), "--fail-on", "ttft_p99=+10%"]) == EXIT_BREACH
+    out = capsys.readouterr().out
+    assert "FAIL ttft_p99 in stage u4: missing in the new run" in out and "1 bound(s) crossed" in out
+    # a stage of the baseline absent from the new run is missing too; ungated figures never fail
+    absent = _summary(100.0, 1000.0)
+    absent["stages"] = absent["stages"][:1]
+    assert main([base, _write(tmp_path, "absent.json", absent), "--fail-on", "ttft_p99=+10%"]) == EXIT_BREACH
+    assert "FAIL ttft_p99 in stage u4: missing in the new run" in capsys.readouterr().out
+    assert main([base, _write(tmp_path, "absent2.json", absent), "--fail-on", "output_tok_s=-5%"]) == EXIT_BREACH
+    assert main([_write(tmp_path, "gone2.json", gone), base, "--fail-on", "ttft_p99=+10%"]) == EXIT_BREACH
+    assert "missing in the baseline" in capsys.readouterr().out
+    # a figure neither run has cannot hold
+    neither = _summary(100.0, 1000.0)
+    neither.pop("goodput_rps")
+    p = _write(tmp_path, "neither.json", neither)
+    assert main([p, p, "--fail-on", "goodput_rps=-5%"]) == EXIT_BREACH
+    assert "FAIL goodput_rps: in neither run" in capsys.readouterr().out

@@ -93,6 +93,7 @@ def test_summary_is_schema_2_with_the_run_record_and_the_server_environment(budg
     assert run["options"]["api_key"] == "***" and "sekrit-value" not in json.dumps(s)
     assert run["options"]["num_requests"] == 300 and run["options"]["output_len"] == "fixed:8"
     assert run["workers"] == 2 and run["seed"] == 7 and run["worker_seeds"] == [7, 8]
+    assert isinstance(run["prompt_salt"], int)  # one salt, drawn on the master, shipped to both workers
     assert [c["name"] for c in run["user_classes"]] == ["StreamingChatUser"]
     assert run["tool"]["commit"] and len(run["tool"]["commit"]) == 40
     assert run["started_utc"] < run["ended_utc"] and run["locust"] and run["hosts"]

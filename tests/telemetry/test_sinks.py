@@ -86,3 +86,21 @@ def test_a_run_without_a_shape_has_no_stage_table():
     s = _summary()
     s["stages"] = [dict(s["stages"][1], name="main")]
     assert "per stage" not in console_table(s) and not re.search(r"^saturation", console_table(s), re.M)
+
+
+def test_reasoning_rows_only_when_a_request_reasoned_and_the_ttft_split_said_once():
+    from telemetry.attribution.bottleneck import verdict
+    from telemetry.attribution.console import console_lines
+
+    s = _summary()
+    rows = [line.split()[0] for line in console_table(s).splitlines()[2:12]]
+    assert "TTFT" in rows and "TTFA" not in rows and "thinking" not in rows  # nothing reasoned: TTFA == TTFT
+    s["tokens"]["reasoning"] = 40
+    assert {"TTFA", "thinking"} <= {line.split()[0] for line in console_table(s).splitlines() if line.strip()}
+    said = "client TTFT mean 51 ms = server queue 0 + prefill 11 + other server 0 + network & client 40 ms"
+    q = {"count": 9}
+    d = {"statement": said, "ttft_client_ms": {**q, "mean": 51.0}, "ttft_server_ms": {**q, "mean": 11.0},
+         "queue_ms": {**q, "mean": 0.0}, "prefill_ms": {**q, "mean": 11.0}}  # fmt: skip
+    att = {"window_s": 10, "decomposition": d, "bottleneck": verdict({}, None, d, None)}
+    text = "\n".join(console_lines(att))
+    assert text.count(said) == 1 and "bottleneck: client — 78 % of the client TTFT is network & client" in text

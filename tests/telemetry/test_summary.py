@@ -17,6 +17,7 @@ from shapes.stage import Stage
 from telemetry.attribution.plugin import empty as empty_attribution
 from telemetry.plugin import MasterRole, WorkerRole
 from telemetry.recorder import Recorder
+from telemetry.view import RunView
 from tests.telemetry.helpers import fire, local_env
 from tests.telemetry.synthetic import make_result
 
@@ -167,6 +168,22 @@ def test_windows_split_by_time(run):
     assert sum(w.requests for w in ws) == 107 and sum(w.requests for w in ws[2:]) == 106  # 1 s slots
 
 
+def test_a_short_last_window_is_folded_into_the_one_before(run):
+    env, hub, role = run
+    role.pump_local()
+    hub.merger.t0_wall = time.time() - 30.05  # every result of the run ended in its last 0.05 s
+    client = hub.summary()["timeseries"]["client"]
+    assert [(w["start_s"], round(w["end_s"])) for w in client] == [(0.0, 10), (10.0, 20), (20.0, 30)]
+    last = client[-1]
+    tokens = last["output_tokens"]
+    assert tokens >= 40 * 20 + 60 * 10  # the run's (and its warm-up's) tokens
+    # its tokens over the 10.05 s window (~155 tok/s), not over a 0.05 s one (31,000 tok/s)
+    assert last["output_per_s"] == pytest.approx(tokens / (last["end_s"] - 20.0)) and last["output_per_s"] < 200
+    # a tail of half a window or more stays a window of its own
+    hub.merger.t0_wall = time.time() - 35.5
+    assert [w["start_s"] for w in hub.summary()["timeseries"]["client"]] == [0.0, 10.0, 20.0, 30.0]
+
+
 def test_live_rows_per_stage(run):
     env, hub, role = run
     role.pump_local()
@@ -180,8 +197,10 @@ def test_live_rows_per_stage(run):
     row = {r["stage"]: r for r in live["stages"]}["users=4"]
     assert row["requests"] == 60
     assert row["ttft_p50_ms"] == pytest.approx(330, rel=0.01) and row["itl_p99_ms"] == pytest.approx(20, rel=0.01)
-    # 60 requests x 10 tokens over the stage's span at the moment live() looked
-    assert 600 / after <= row["output_tok_s"] <= 600 / before
+    # what was delivered while the stage ran, as the summary's stage throughput (every result ended in this second,
+    # so over a span inside it the rate is that second's tokens)
+    assert before <= after and row["output_tok_s"] == pytest.approx(hub.summary()["stages"][-1]["output_per_s"],
+                                                                     rel=0.05)  # fmt: skip
     assert live["client_kv_block_fill"] == pytest.approx(620 / 640)
     # each stage's own KV figures: the client fill sampled in it, the mean of the server scrapes in its span
     assert row["client_kv_block_fill"] == pytest.approx(620 / 640)
@@ -270,6 +289,19 @@ def test_stage_server_kv_usage_mean_and_max(run):
     assert four["server_kv_usage_mean"] == pytest.approx(0.5) and four["server_kv_usage_max"] == pytest.approx(0.7)
 
 
+def test_a_stages_throughput_is_what_was_delivered_while_it_ran():
+    from types import SimpleNamespace
+
+    slots = {100: SimpleNamespace(output_tokens=100), 101: SimpleNamespace(output_tokens=300),
+             102: SimpleNamespace(output_tokens=50)}  # fmt: skip
+    view = SimpleNamespace(merged=SimpleNamespace(slots=slots), slot_s=1.0, t0_wall=100.0)
+    delivered = RunView.delivered_tokens
+    assert delivered(view, 0.0, 3.0) == pytest.approx(450.0)
+    # [0.5, 1.5): half of the first second's 100 and half of the second's 300
+    assert delivered(view, 0.5, 1.5) == pytest.approx(200.0)
+    assert delivered(view, 3.0, 9.0) == 0.0
+
+
 def test_last_stage_ends_when_the_shape_closed_the_board(run):
     env, hub, role = run
     role.pump_local()
@@ -281,7 +313,8 @@ def test_last_stage_ends_when_the_shape_closed_the_board(run):
     last = s["stages"][-1]
     assert last["end_s"] == pytest.approx(closed_s) and s["duration_s"] == pytest.approx(closed_s + 2.0)
     span = last["end_s"] - last["start_s"]
-    assert last["output_per_s"] == pytest.approx(600 / span)  # 60 requests x 10 tokens over the stage's own span
+    # what was delivered while it ran (every result ended in this last second, slots pro-rated) over its own span
+    assert last["output_per_s"] == pytest.approx(hub.view().delivered_tokens(last["start_s"], last["end_s"]) / span)
     board.closed_at = None  # not closed: the last stage runs to the end of the run
     assert hub.summary()["stages"][-1]["end_s"] == pytest.approx(closed_s + 2.0)
 

@@ -50,6 +50,7 @@ def _dump(environment, **_kw) -> None:
                 version=r.version,
                 batch_size=r.batch_size,
                 max_tokens=r.max_tokens,
+                turn=r.turn,
             )
         out.write(orjson.dumps(row) + b"\n")
         out.flush()

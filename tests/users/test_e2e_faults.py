@@ -103,7 +103,7 @@ def test_bad_option_value_stops_at_start_with_the_accepted_forms(tmp_path) -> No
     assert run.rc == 2 and "--request-timeout" in run.output and "Traceback" not in run.output
 
 
-def test_unreachable_server_fails_requests_as_connection_and_says_so(tmp_path) -> None:
+def test_unreachable_server_stops_the_run_at_start_and_says_so(tmp_path) -> None:
     run = run_locust(
         "http://127.0.0.1:9",
         ["-u", "2", "-r", "2", "-t", "2s", "--input-len", "8", "StreamingChatUser"],
@@ -111,5 +111,5 @@ def test_unreachable_server_fails_requests_as_connection_and_says_so(tmp_path) -
         timeout=60,
     )
     assert "Traceback" not in run.output
-    assert "cannot reach http://127.0.0.1:9/v1/models" in run.output
-    assert run.results and {r["kind"] for r in run.results} == {"connection"}
+    assert run.rc == 2 and "http://127.0.0.1:9: cannot connect" in run.output  # one line, nothing sent
+    assert not run.results

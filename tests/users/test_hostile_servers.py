@@ -94,8 +94,9 @@ def test_server_restarted_mid_run_connection_refused_then_back(tmp_path) -> None
                        "--only-summary", "--prometheus-port", "0", "--server-metrics-url", "off",
                        "--llm-summary-json", str(summary), *args],
                       name="locust", env={"LLM_TEST_RESULTS": str(results)})  # fmt: skip
-        time.sleep(2.5)
-        before = _stats(host)["requests"]
+        deadline = time.monotonic() + 60
+        while (before := _stats(host)["requests"]) < 4 and time.monotonic() < deadline:  # the run is going
+            time.sleep(0.1)
         first.signal(signal.SIGKILL)
         first.popen.wait(5)
         time.sleep(1.5)  # down: every request meanwhile is refused

@@ -9,7 +9,7 @@ import pytest
 
 from workload.datasets import load_prompt_file
 from workload.prompts import FilePrompts, SyntheticPrompts
-from workload.tokenizers import BUNDLED, MODEL_TOKENIZERS, chat_renderer, load_tokenizer, render_chat
+from workload.tokenizers import NAMES, chat_renderer, load_tokenizer, render_chat
 
 TOK = load_tokenizer("deepseek-v4")
 
@@ -30,7 +30,7 @@ def test_exact_counts_over_many_lengths(chat: bool) -> None:
         assert p.tokens == n == server_count(p.text, chat), (chat, n)
 
 
-@pytest.mark.parametrize("name", sorted(set(BUNDLED) | {n for _pattern, n in MODEL_TOKENIZERS}))
+@pytest.mark.parametrize("name", NAMES)
 def test_chat_prompts_count_exactly_with_every_bundled_tokenizers_own_template(name: str) -> None:
     """Every bundled tokenizer (the served models' too), with its own chat template: the drawn length is what
     the template-rendered prompt encodes to, on the sampled verification's first prompts and long ones alike."""

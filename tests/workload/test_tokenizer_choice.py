@@ -77,3 +77,23 @@ def test_an_explicit_tokenizer_and_a_model_folder(tmp_path):
     (tmp_path / "tokenizer.json").write_bytes(tokenizer_json_bytes("deepseek-v2"))
     chosen = choose_tokenizer(AUTO, str(tmp_path))  # vLLM serving a local folder names the model by its path
     assert (chosen.name, chosen.source, chosen.hash) == (str(tmp_path), "model", tokenizer_hash("deepseek-v2"))
+
+
+def test_every_name_that_works_is_listed_once_in_the_error_and_the_cli_help():
+    import subprocess
+
+    from tests.support import PY, ROOT
+    from workload.tokenizers import BUNDLED, MODEL_TOKENIZERS, NAMES, TokenizerNotFound, load_tokenizer
+
+    works = sorted({*BUNDLED, *(n for _pattern, n in MODEL_TOKENIZERS)})  # what resolves, as the loader reads it
+    assert list(NAMES) == works
+    assert len(works) >= 12
+    with pytest.raises(TokenizerNotFound) as e:
+        load_tokenizer("no-such-tokenizer")
+    listed = str(e.value).split("one of ", 1)[1]
+    assert listed == ", ".join(works)
+    for name in works:  # each listed name loads
+        assert load_tokenizer(name).get_vocab_size() > 1000, name
+    helptext = subprocess.run([PY, "-m", "tokenizer_checks", "--help"], cwd=ROOT, capture_output=True, text=True,
+                              timeout=60).stdout  # fmt: skip
+    assert ", ".join(works) in " ".join(helptext.split()), helptext

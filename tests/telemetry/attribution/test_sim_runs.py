@@ -55,10 +55,10 @@ def test_kv_exhaustion_spikes_name_kv_waiting_preemption(tmp_path):
     assert sp["ratio"] > 2.0
     assert sp["server"]["waiting_max"] > 0
     assert "waiting" in sp["cause"] and "KV" in sp["cause"] and "preemptions" in sp["cause"]
-    # spikes sit where 32 users ran: the window overlaps the 32-user level, its ramp ("warmup users=32") included,
-    # since the pool runs out as soon as the users beyond 4 start, and windows are cut on the clock, not on stages
+    # spikes sit where 32 users ran: the window overlaps the 32-user level, its ramp included (--stage-warmup 0: the
+    # ramp is the level's own), since the pool runs out as soon as the users beyond 4 start
     level_start = min(st["start_s"] for st in s["stages"] if st["users"] == 32)
-    assert [st["users"] for st in s["stages"] if st["start_s"] < level_start] == [2, 2, 4, 4]  # the ramp is labelled
+    assert [st["users"] for st in s["stages"] if st["start_s"] < level_start] == [2, 4]  # no implicit warm-up stage
     assert sp["end_s"] > level_start, (sp, s["stages"])
 
 
