@@ -16,12 +16,21 @@ from shapes.registry import NONE, shape_help, shape_names
 from shapes.values import (
     ARRIVAL_DEFAULT,
     MAX_CONCURRENCY_DEFAULT,
+    SEARCH_MAX_PROBES_DEFAULT,
+    SEARCH_RATE_PRECISION_DEFAULT,
+    SEARCH_USERS_PRECISION_DEFAULT,
     STAGE_DURATION_DEFAULT,
     STAGE_WARMUP_DEFAULT,
     TRACE_SPEEDUP_DEFAULT,
     parse_arrival,
+    parse_gpu_hour_price,
+    parse_gpus,
     parse_length_sweep,
     parse_rates,
+    parse_search_max_probes,
+    parse_search_precision,
+    parse_search_rate,
+    parse_search_users,
     parse_speedup,
     parse_trace,
     parse_users_list,
@@ -103,4 +112,51 @@ def add_arguments(parser) -> None:
         default=TRACE_SPEEDUP_DEFAULT,
         env_var="LOCUST_TRACE_SPEEDUP",
         help="Replay --trace this many times faster than recorded (0.5: half speed)",
+    )
+    parser.add_argument(
+        "--search-users",
+        type=as_text(parse_search_users),
+        default=None,
+        env_var="LOCUST_SEARCH_USERS",
+        help="--shape slo-search, closed loop: the user counts LO:HI (total across workers) the capacity search "
+        "may probe; it finds the highest meeting every --slo-* objective",
+    )
+    parser.add_argument(
+        "--search-rate",
+        type=as_text(parse_search_rate),
+        default=None,
+        env_var="LOCUST_SEARCH_RATE",
+        help="--shape slo-search, open loop: the total requests/s LO:HI the capacity search may probe "
+        "(--arrival, --max-concurrency users)",
+    )
+    parser.add_argument(
+        "--search-precision",
+        type=as_text(parse_search_precision),
+        default=None,
+        env_var="LOCUST_SEARCH_PRECISION",
+        help=f"--shape slo-search stops once the highest passing and lowest failing loads are this close: users "
+        f"(default {SEARCH_USERS_PRECISION_DEFAULT}) or a fraction of the rate (default "
+        f"{SEARCH_RATE_PRECISION_DEFAULT})",
+    )
+    parser.add_argument(
+        "--search-max-probes",
+        type=as_text(parse_search_max_probes),
+        default=SEARCH_MAX_PROBES_DEFAULT,
+        env_var="LOCUST_SEARCH_MAX_PROBES",
+        help="--shape slo-search: most probes (stages), the repeat of the boundary probe included",
+    )
+    parser.add_argument(
+        "--gpus",
+        type=as_text(parse_gpus),
+        default=None,
+        env_var="LOCUST_GPUS",
+        help="GPUs the deployment under test runs on: the capacity section gives output tokens/s per GPU",
+    )
+    parser.add_argument(
+        "--gpu-hour-price",
+        type=as_text(parse_gpu_hour_price),
+        default=None,
+        env_var="LOCUST_GPU_HOUR_PRICE",
+        help="US dollars per GPU-hour: the capacity section gives dollars per million output tokens at the "
+        "load found (x --gpus, 1 without it)",
     )

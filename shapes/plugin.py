@@ -21,6 +21,7 @@ from shapes.plan import PlanError
 from shapes.propagation import StagePropagation
 from shapes.registry import NONE, SHAPES, implied_shapes
 from shapes.saturation import section as saturation_section
+from shapes.search import SloSearchShape
 from shapes.stage import StageBoard
 from shapes.sweep import SweepShape
 
@@ -58,6 +59,28 @@ NO_SATURATION = {"stage": None, "reason": "no saturation analysis ran"}
 """The ``saturation`` section until the verdict has run."""
 
 
+def _saturation(environment):
+    """The ``saturation`` section: the verdict over the stages, and ``stopped_sweep`` when --llm-stop-on saturation
+    ended the sweep."""
+
+    def section(view, summary: dict) -> dict:
+        shape = environment.shape_class
+        stop = shape.saturation_stop if isinstance(shape, SweepShape) else None
+        return saturation_section(view, summary) | ({"stopped_sweep": stop} if stop else {})
+
+    return section
+
+
+def _capacity(environment):
+    """The ``capacity`` section: the capacity search's record, None when the run is not one."""
+
+    def section(view, _summary: dict) -> dict | None:
+        shape = environment.shape_class
+        return shape.capacity(view.options) if isinstance(shape, SloSearchShape) else None
+
+    return section
+
+
 def install(environment) -> None:
     ctx = attach(environment)
     ctx.stage_board = StageBoard()
@@ -66,8 +89,9 @@ def install(environment) -> None:
     tally = ctx.shape_tally = OpenLoopTally(environment, propagation).register()
     if isinstance(environment.runner, WorkerRunner):
         return
-    ctx.hooks.add_section("saturation", saturation_section, empty=lambda _view: dict(NO_SATURATION))
+    ctx.hooks.add_section("saturation", _saturation(environment), empty=lambda _view: dict(NO_SATURATION))
     ctx.hooks.add_section("open_loop", tally.section, empty=lambda _view: None)
+    ctx.hooks.add_section("capacity", _capacity(environment), empty=lambda _view: None)
     _register_pickable(environment)
     options = environment.parsed_options
     name = _shape_name(options)

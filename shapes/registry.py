@@ -18,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from shapes.plan import Step
+from shapes.search import SloSearchShape
 from shapes.sweep import ConcurrencySweepShape, LengthSweepShape, RateSweepShape, SweepShape, TraceReplayShape
 
 NONE = "none"
@@ -107,4 +108,12 @@ register(Shape(
     implied_by="trace",
     fields=("trace", "trace_speedup", "max_concurrency", "stage_warmup"),
     users_from="--max-concurrency",
+))
+register(Shape(
+    SloSearchShape,
+    help="capacity under SLO: --search-users LO:HI or --search-rate LO:HI, --slo-*",
+    implied_by="search_users",
+    fields=("search_users", "search_rate", "search_precision", "search_max_probes", "arrival", "max_concurrency",
+            "spawn_rate", *_STAGES),
+    users_from="--search-users (or --max-concurrency with --search-rate)",
 ))

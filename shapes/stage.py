@@ -51,6 +51,9 @@ class StageBoard:
         self._listeners: list[Callable[[Stage], None]] = []
         self.closed_at: tuple[float, float] | None = None
         """(wall, perf) when a sweep finished its last stage (the run may take longer to stop); else None."""
+        self.judge: Callable[[str, float | None], dict] | None = None
+        """On the master (or a local run) telemetry's SLO verdict of a stage (``shapes.search.Judge``), for the
+        capacity search; None on a worker."""
 
     def set(self, stage: Stage) -> None:
         if stage == self.current and self.history:

@@ -20,9 +20,13 @@ from dataclasses import dataclass
 from locust import LoadTestShape
 
 from shapes.plan import PlanError, Step, concurrency_plan, length_plan, rate_plan, trace_plan
+from shapes.saturation import verdict
 from shapes.stage import StageBoard
 
 logger = logging.getLogger(__name__)
+
+SATURATION_STOP = "saturation"
+"""``--llm-stop-on saturation``: a concurrency or rate sweep ends once a measured stage is over-saturated."""
 
 SETTLE_GRACE_S = 30.0
 """Extra seconds allowed for a user count to be reached (beyond count / spawn rate) before moving on anyway."""
@@ -51,6 +55,8 @@ class SweepShape(LoadTestShape):
         super().__init__()
         self._clock = clock
         self._progress: _Progress | None = None
+        self.saturation_stop: dict | None = None
+        """``{"stage", "reason"}`` when --llm-stop-on saturation ended the sweep early, else None."""
 
     # -- life cycle ---------------------------------------------------------------------------------------
     @property
@@ -89,6 +95,7 @@ class SweepShape(LoadTestShape):
             logger.error("%s: %s; stopping the test", type(self).__name__, e)
             return None
         self.board.reset()
+        self.saturation_stop = None
         logger.info("%s: %d stages: %s", type(self).__name__, len(steps), ", ".join(s.stage.name for s in steps))
         return _Progress(steps)
 
@@ -117,9 +124,33 @@ class SweepShape(LoadTestShape):
             if now - p.since < step.duration:
                 return step.users, step.spawn_rate
             p.i, p.phase = p.i + 1, "enter"
+            if p.i < len(p.steps) and self._over_saturated(p.steps[: p.i - 1]):
+                break
         self.board.close()
         logger.info("%s: last stage done", type(self).__name__)
         return None
+
+    def _over_saturated(self, done: list[Step]) -> bool:
+        """With ``--llm-stop-on saturation``: True (and ``saturation_stop`` set) when the saturation verdict over the
+        measured stages ``done`` names one. Called as each stage ends, over the stages before it, whose requests
+        have all been reported by then (the stage just ended is judged when the next one ends)."""
+        options = self.runner.environment.parsed_options
+        wanted = {x.strip() for x in str(getattr(options, "llm_stop_on", None) or "").split(",")}
+        judge = getattr(self.board, "judge", None)
+        if SATURATION_STOP not in wanted or judge is None or len(done) < 2:
+            return False
+        rows = []
+        for step in done:
+            v = judge(step.stage.name, None)
+            rows.append({"name": step.stage.name, "users": step.users, "rate": step.stage.rate,
+                         "requests": v.get("requests"), "output_per_s": v.get("output_per_s"),
+                         "ttft_ms": {"p99": v.get("ttft_p99_ms")}})  # fmt: skip
+        found = verdict(rows)
+        if found["stage"] is None:
+            return False
+        self.saturation_stop = found
+        logger.warning("%s: --llm-stop-on saturation: ending the sweep: %s", type(self).__name__, found["reason"])
+        return True
 
     def _settled(self, step: Step, waited: float) -> bool:
         running = self.runner.user_count

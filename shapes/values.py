@@ -131,3 +131,72 @@ def parse_trace(value: str) -> Trace:
         return load_trace(value)
     except (ValueError, OSError) as e:
         raise argparse.ArgumentTypeError(f"--trace: {e}") from None
+
+
+SEARCH_MAX_PROBES_DEFAULT = "12"
+"""--search-max-probes: most probes (stages) one --shape slo-search runs, the repeat of the boundary included."""
+SEARCH_USERS_PRECISION_DEFAULT = "1"
+"""--search-precision on the users axis: the search stops once the last passing and the first failing user counts
+are this many users apart."""
+SEARCH_RATE_PRECISION_DEFAULT = "0.1"
+"""--search-precision on the rate axis: the search stops once the first failing rate is at most this fraction
+above the last passing one."""
+
+
+def _range(value: str, option: str, parse):
+    text = str(value).strip()
+    lo_text, sep, hi_text = text.partition(":")
+    try:
+        if not sep:
+            raise argparse.ArgumentTypeError("")
+        lo, hi = parse(lo_text.strip()), parse(hi_text.strip())
+    except argparse.ArgumentTypeError:
+        raise argparse.ArgumentTypeError(f"{option}: {value!r} is not LO:HI (two positive numbers, LO < HI)") from None
+    if lo >= hi:
+        raise argparse.ArgumentTypeError(f"{option}: {value!r}: LO must be below HI")
+    return lo, hi
+
+
+def parse_search_users(value: str) -> tuple[int, int]:
+    """``--search-users 1:64`` -> (1, 64): the user counts the search may probe (total across workers)."""
+    return _range(value, "--search-users", argtypes.positive_int)
+
+
+def parse_search_rate(value: str) -> tuple[float, float]:
+    """``--search-rate 0.5:32`` -> (0.5, 32.0): the total requests/s the search may probe."""
+    return _range(value, "--search-rate", argtypes.positive_number)
+
+
+def parse_search_max_probes(value: str) -> int:
+    """``--search-max-probes``: an integer >= 2 (one probe cannot bracket anything)."""
+    try:
+        n = argtypes.positive_int(value)
+    except argparse.ArgumentTypeError as e:
+        raise argparse.ArgumentTypeError(f"--search-max-probes: {e}") from None
+    if n < 2:
+        raise argparse.ArgumentTypeError(f"--search-max-probes: {value!r} must be 2 or more")
+    return n
+
+
+def parse_search_precision(value: str) -> float:
+    """``--search-precision``: users (users axis) or a fraction of the rate (rate axis), a number > 0."""
+    try:
+        return argtypes.positive_number(value)
+    except argparse.ArgumentTypeError as e:
+        raise argparse.ArgumentTypeError(f"--search-precision: {e}") from None
+
+
+def parse_gpus(value: str) -> int:
+    """``--gpus``: GPUs the deployment under test runs on (for tokens/s per GPU and the cost), an integer >= 1."""
+    try:
+        return argtypes.positive_int(value)
+    except argparse.ArgumentTypeError as e:
+        raise argparse.ArgumentTypeError(f"--gpus: {e}") from None
+
+
+def parse_gpu_hour_price(value: str) -> float:
+    """``--gpu-hour-price``: US dollars per GPU-hour, a number > 0."""
+    try:
+        return argtypes.positive_number(value)
+    except argparse.ArgumentTypeError as e:
+        raise argparse.ArgumentTypeError(f"--gpu-hour-price: {e}") from None

@@ -2,7 +2,8 @@
 
 BASE and NEW are summary JSON files (``--llm-summary-json``), or two directories of them (paired by file name).
 For the whole run, each stage (matched by name) and each route version, one row per figure: TTFT/ITL/TPOT/E2E
-p50 and p99 (ms), output tok/s, goodput (req/s), failed requests, server KV usage (mean) and preemptions, with the
+p50 and p99 (ms), output tok/s, goodput (req/s), failed requests, the capacity found (``--shape slo-search``: users
+or req/s), server KV usage (mean) and preemptions, with the
 base value, the new one and the change (absolute and %).
 
 ``--fail-on "ttft_p99=+10%,output_tok_s=-5%"`` exits 3 (Locust plugins' convention for a failed check) when a
@@ -39,6 +40,17 @@ def _version_server(d: dict, key: str, field: str | None = None) -> float | None
     return (value or {}).get(field) if field is not None and isinstance(value, dict) else value
 
 
+def _capacity(s: dict) -> float | None:
+    """A capacity search's load found (``capacity.users`` or ``capacity.rate``); 0 when no load in its range met the
+    SLOs (so a fall to none fails ``capacity=-N%``); None for a run that is not a search."""
+    c = s.get("capacity")
+    if not isinstance(c, dict) or "status" not in c:
+        return None
+    if c["status"] == "none":
+        return 0.0
+    return c.get("users") if c.get("axis") == "users" else c.get("rate")
+
+
 FIGURES: dict[str, tuple[str, Callable[[dict], float | None], Callable[[dict], float | None]]] = {
     # name: (unit, from the whole run, from a stage or version)
     **{f"{m}_{p}": ("ms", _q(f"{m}_ms", p), _q(f"{m}_ms", p))
@@ -48,6 +60,7 @@ FIGURES: dict[str, tuple[str, Callable[[dict], float | None], Callable[[dict], f
     "failed": ("requests", lambda s: (s.get("requests") or {}).get("failed"), lambda d: d.get("failed")),
     "server_kv_mean": ("ratio", lambda s: ((s.get("server") or {}).get("kv_cache_usage") or {}).get("mean"),
                        lambda d: d.get("server_kv_usage_mean", _version_server(d, "kv_cache_usage", "mean"))),
+    "capacity": ("users or req/s", _capacity, lambda d: None),
     "preemptions": ("count", lambda s: (s.get("server") or {}).get("preemptions"),
                     lambda d: d.get("preemptions", _version_server(d, "preemptions"))),
 }  # fmt: skip

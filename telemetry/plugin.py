@@ -27,6 +27,7 @@ import gevent
 from locust.runners import MasterRunner, WorkerRunner
 
 from run.context import attach
+from telemetry.capacity import StageJudge
 from telemetry.distributed import WorkerWatch, drain_final_reports
 from telemetry.exporter import Exporter
 from telemetry.hub import TelemetryHub
@@ -210,6 +211,9 @@ class SummarizingRole(Role):
     def register(self) -> Role:
         super().register()
         self._on(self.environment.events.quitting, self.on_quitting)
+        board = self.environment.llm.stage_board
+        if board is not None:  # the capacity search's probes are judged here (shapes cannot import telemetry)
+            board.judge = StageJudge(self.hub.view, self.merger.reported_until)
         options = self.environment.parsed_options
         port = getattr(options, "prometheus_port", 0) if options is not None else 0
         if port:

@@ -63,7 +63,10 @@ def console_table(s: dict) -> str:
         lines.append(f"client KV block fill (blocks of 16): mean {s['client_kv_block_fill']['mean']:.1%}")
     if _has_stage_table(s["stages"]):
         lines.extend(stage_table(s["stages"], s.get("saturation")))
-    if (slo_line := verdict_line(s["slo"])) is not None:
+    cap = s.get("capacity")
+    if isinstance(cap, dict) and "status" in cap:  # a capacity search: its answer, not the whole run's SLO mix
+        lines.append(capacity_line(cap))
+    elif (slo_line := verdict_line(s["slo"])) is not None:
         lines.append(slo_line)
     if s.get("workers_lost"):
         lines.append(
@@ -98,6 +101,20 @@ def _has_stage_table(stages: list[dict]) -> bool:
 STAGE_LINE2 = (*((f"{m.label} p50/p99", m.stage_table) for m in having("stage_table")), ("client KV fill", 16),
                ("server KV mean/max", 20), ("preempt", 9), ("queue p50/p99", 15))  # fmt: skip
 """Second line of a stage row: (heading, width). Latencies in ms."""
+
+
+def capacity_line(cap: dict) -> str:
+    """``capacity: <statement>`` and, at the load found, goodput, output tok/s, per GPU and the cost."""
+    figures = []
+    if cap.get("goodput_rps") is not None:
+        figures.append(f"goodput {cap['goodput_rps']:.2f} req/s")
+    if cap.get("output_per_s") is not None:
+        figures.append(f"output {cap['output_per_s']:.0f} tok/s")
+    if cap.get("output_per_s_per_gpu") is not None:
+        figures.append(f"{cap['output_per_s_per_gpu']:.0f} tok/s per GPU")
+    if cap.get("usd_per_million_output_tokens") is not None:
+        figures.append(f"${cap['usd_per_million_output_tokens']:.2f} per million output tokens")
+    return f"capacity: {cap['statement']}" + (f" — at it: {', '.join(figures)}" if figures else "")
 
 
 def stage_table(stages: list[dict], saturation: dict | None) -> list[str]:

@@ -44,7 +44,7 @@ def toy():
 
 
 def test_registered_shapes_are_the_choices_in_order():
-    assert shape_names() == ("none", "concurrency-sweep", "length-sweep", "rate-sweep", "trace-replay")
+    assert shape_names() == ("none", "concurrency-sweep", "length-sweep", "rate-sweep", "trace-replay", "slo-search")
     assert all(name == entry.name == entry.shape_class.plan_name for name, entry in SHAPES.items())
 
 
@@ -98,7 +98,7 @@ def test_web_ui_form_picks_the_toy_shape_with_its_field(toy, monkeypatch):
     assert r["success"], r
     assert isinstance(env.shape_class, ToySweepShape)
     r = client.post("/swarm", data={**base, "shape": "no-such"}).get_json()
-    choices = "none, concurrency-sweep, length-sweep, rate-sweep, trace-replay, toy-sweep"
+    choices = "none, concurrency-sweep, length-sweep, rate-sweep, trace-replay, slo-search, toy-sweep"
     assert r["success"] is False and f"not one of {choices}" in r["message"]
     env.runner.quit()
 

@@ -158,3 +158,40 @@ def test_finish_restarts_from_the_first_stage():
     assert shape.tick() == (1, 100.0)
     board = runner.environment.llm.stage_board
     assert [s.name for s, *_ in board.history] == ["users=1"]  # a new run: history starts again
+
+
+def _saturating_judge(stage, _until):
+    """Output tok/s grows to 4 users and is flat after, while TTFT p99 keeps climbing."""
+    users = int(stage.split("=")[1])
+    return {"requests": 20, "output_per_s": 100.0 * min(users, 4), "ttft_p99_ms": 50.0 * users}
+
+
+def _walk(shape, runner, clock) -> list[str]:
+    board = runner.environment.llm.stage_board
+    measured = []
+    for _ in range(200):
+        out = shape.tick()
+        if out is None:
+            return measured
+        runner.user_count = out[0]
+        if not board.current.warmup and (not measured or measured[-1] != board.current.name):
+            measured.append(board.current.name)
+        clock.t += 1
+    raise AssertionError("the sweep did not end")
+
+
+def test_stop_on_saturation_ends_a_sweep_after_the_over_saturated_stage():
+    shape, clock, runner = _shape(ConcurrencySweepShape, sweep_users="1,2,4,8,16,32", stage_duration="3",
+                                  llm_stop_on="slo,saturation")  # fmt: skip
+    runner.environment.llm.stage_board.judge = _saturating_judge
+    # users=8 is over-saturated (+0 % over users=4 while TTFT grows); it is judged when users=16 ends
+    assert _walk(shape, runner, clock) == ["users=1", "users=2", "users=4", "users=8", "users=16"]
+    assert shape.saturation_stop["stage"] == "users=8" and "TTFT p99 grew 200 -> 400 ms" in shape.saturation_stop[
+        "reason"]
+    assert runner.environment.llm.stage_board.closed_at is not None
+
+
+def test_without_stop_on_saturation_the_sweep_runs_every_stage():
+    shape, clock, runner = _shape(ConcurrencySweepShape, sweep_users="1,2,4,8,16,32", stage_duration="3")
+    runner.environment.llm.stage_board.judge = _saturating_judge
+    assert len(_walk(shape, runner, clock)) == 6 and shape.saturation_stop is None

@@ -25,7 +25,7 @@ def _template_args(*extra: str) -> dict:
 def test_shape_drop_down_and_plain_user_form():
     args = _template_args()
     shape = args["extra_options"]["shape"]
-    assert shape["choices"] == ["none", "concurrency-sweep", "length-sweep", "rate-sweep", "trace-replay"]
+    assert shape["choices"] == ["none", "concurrency-sweep", "length-sweep", "rate-sweep", "trace-replay", "slo-search"]
     assert shape["default_value"] == "none"
     for name in ("sweep_users", "length_sweep", "request_rate", "arrival", "stage_duration", "max_concurrency", "trace",
                  "trace_speedup"):

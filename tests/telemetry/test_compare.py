@@ -43,6 +43,22 @@ def test_bounds_fail_only_past_their_limit_in_their_direction(tmp_path, capsys):
     assert main([base, _write(tmp_path, "e.json", _summary(100.0, 1000.0, failed=3)), "--fail-on", "failed=+2"]) == 3
 
 
+def test_capacity_delta_and_its_bound(tmp_path, capsys):
+    def search(users, status="found"):
+        return {**_summary(100.0, 1000.0), "capacity": {"axis": "users", "status": status, "rate": None,
+                                                         "users": users if status != "none" else None}}  # fmt: skip
+
+    base = _write(tmp_path, "base.json", search(10))
+    assert main([base, _write(tmp_path, "a.json", search(9)), "--fail-on", "capacity=-10%"]) == 0
+    assert "capacity" in capsys.readouterr().out
+    assert main([base, _write(tmp_path, "b.json", search(8)), "--fail-on", "capacity=-10%"]) == 3
+    assert "FAIL capacity in run: 10 -> 8 (-20.0%)" in capsys.readouterr().out
+    assert main([base, _write(tmp_path, "c.json", search(None, "none")), "--fail-on", "capacity=-10%"]) == 3
+    plain = _write(tmp_path, "plain.json", _summary(100.0, 1000.0))
+    assert main([plain, plain, "--fail-on", "capacity=-10%"]) == 3  # not a search: a bound on nothing fails
+    assert "FAIL capacity: in neither run" in capsys.readouterr().out
+
+
 def test_markdown_and_directories(tmp_path, capsys):
     (tmp_path / "b").mkdir()
     (tmp_path / "n").mkdir()

@@ -104,3 +104,17 @@ def test_reasoning_rows_only_when_a_request_reasoned_and_the_ttft_split_said_onc
     att = {"window_s": 10, "decomposition": d, "bottleneck": verdict({}, None, d, None)}
     text = "\n".join(console_lines(att))
     assert text.count(said) == 1 and "bottleneck: client — 78 % of the client TTFT is network & client" in text
+
+
+def test_capacity_line_says_the_answer_and_its_figures():
+    from telemetry.sinks import capacity_line
+
+    found = {"status": "found", "statement": "capacity users=3: the highest load meeting every SLO (passed twice)",
+             "goodput_rps": 3.5, "output_per_s": 480.0, "output_per_s_per_gpu": 240.0,
+             "usd_per_million_output_tokens": 3.4722}  # fmt: skip
+    assert capacity_line(found) == ("capacity: capacity users=3: the highest load meeting every SLO (passed twice) — "
+                                    "at it: goodput 3.50 req/s, output 480 tok/s, 240 tok/s per GPU, "
+                                    "$3.47 per million output tokens")  # fmt: skip
+    none = {"status": "none", "statement": "no load in --search-users 1:4 meets the SLOs", "goodput_rps": None,
+            "output_per_s": None, "output_per_s_per_gpu": None, "usd_per_million_output_tokens": None}  # fmt: skip
+    assert capacity_line(none) == "capacity: no load in --search-users 1:4 meets the SLOs"
