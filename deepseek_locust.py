@@ -24,16 +24,19 @@ from telemetry.client_load import install as install_client_load
 from telemetry.options import add_arguments as add_telemetry_options
 from telemetry.plugin import install as install_telemetry
 from telemetry.report.plugin import install as install_report
+from telemetry.routing import FALLBACK_METRICS
 from telemetry.traces.options import add_arguments as add_trace_options
 from telemetry.traces.plugin import install as install_traces
 from users.options import add_arguments as add_user_options
 from users.plugin import install as install_users
+from users.routing import add_arguments as add_route_options
 from webui.plugin import install as install_webui
 
 
 @events.init_command_line_parser.add_listener
 def _add_options(parser, **_kw):
     add_user_options(parser)
+    add_route_options(parser, FALLBACK_METRICS)
     add_shape_options(parser)
     add_telemetry_options(parser)
     add_attribution_options(parser)

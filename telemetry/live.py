@@ -7,7 +7,7 @@ sketches), and
 for the run ``elapsed_s``, ``workers``, ``server_kv_usage`` (the latest scrape), ``client_kv_block_fill`` and
 ``detectors`` (the live detectors' state, telemetry/detectors.py; None before their first check); with
 ``--route-table`` ``versions`` (each version's backend at its latest scrape: KV usage, running, waiting, scrape
-failures) and ``route_fallback`` (the rule and whether it switched, telemetry/fallback.py; None without one).
+failures) and ``route_fallback`` (the rule and whether it switched, telemetry/routing.py; None without one).
 
     live(environment.llm.telemetry.view())
 """

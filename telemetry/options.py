@@ -9,7 +9,6 @@ import argparse
 from pathlib import Path
 
 from telemetry.compare import CompareError, load
-from telemetry.metrics import CLIENT_METRICS
 from telemetry.slo import NO_PRESET, PRESET_CHOICES
 from workload.argtypes import (
     fraction,
@@ -21,7 +20,6 @@ from workload.argtypes import (
     seconds,
     url_or_off,
 )
-from workload.fallback import FALLBACK_FORM, FallbackRule
 
 PROMETHEUS_PORT_DEFAULT = 9646
 """--prometheus-port: where the master serves llm_* metrics (0 = off)."""
@@ -38,19 +36,6 @@ LLM_PROGRESS_INTERVAL_DEFAULT = 10.0
 ATTRIBUTION_WINDOW_DEFAULT = 10.0
 """--attribution-window: seconds per window of the report's time series and the spike attribution."""
 
-
-ROUTE_FALLBACK_DEFAULT = None
-"""--route-fallback: no fallback rule."""
-FALLBACK_METRICS = frozenset(m.key for m in CLIENT_METRICS if m.windowed and not m.samples)
-"""The latency metrics a fallback rule may name: kept per version and wall-clock slot (one value per request)."""
-
-
-def route_fallback_arg(text: str) -> str:
-    """argparse ``type``: a fallback rule (workload/fallback.py), kept as text with single spaces."""
-    try:
-        return FallbackRule.parse(text, FALLBACK_METRICS).text
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(f"--route-fallback: {exc}") from None
 
 
 def summary_file(text: str) -> str:
@@ -108,19 +93,6 @@ def add_arguments(parser) -> None:
         default=None,
         help="Write the result in the form of vLLM's `vllm bench serve --save-result --save-detailed` to PATH at "
         "the end of the run (same field names, units and meaning)",
-    )
-    a(
-        "--route-fallback",
-        type=route_fallback_arg,
-        metavar="RULE",
-        env_var="LOCUST_ROUTE_FALLBACK",
-        default=ROUTE_FALLBACK_DEFAULT,
-        include_in_web_ui=False,
-        help="With --route-table: a fallback that acts. The master judges the rule on each version's live windows "
-        "and, when it holds, moves FROM's buckets to TO for the rest of the run (logged, "
-        "llm_route_fallback_total{from,to}, the summary's route_fallback). Form: " + FALLBACK_FORM.replace("%", "%%")
-        + "; +P%% compares FROM with TO in the same window, X is ms (latency) or %% (error_rate); windows are "
-        "--attribution-window seconds unless 'of S s' says. Default: none",
     )
     a(
         "--llm-progress-interval",

@@ -8,8 +8,8 @@ decides what:
   (``merger.scraper``, ``merger.version_scrapers``);
 - :class:`ModelLabel`: the served model's name for the summary, read once from ``GET /v1/models`` when no worker
   reported one;
-- :class:`RouteSwitch`: ``--route-fallback``'s rule (telemetry/fallback.py) — built at start, judged by the live
-  check, and when it fires the buckets move (this process's users, or a message to every worker);
+- the route switch (``--route-fallback``) is gray routing's: :class:`telemetry.routing.RouteSwitch`, with the same
+  life — built at start, judged by the live check;
 - :class:`LiveCheck`: one check of the live detectors (telemetry/detectors.py) and of the route switch on the data
   every process has reported; ends the run when a detector named in ``--llm-stop-on`` fires (the role calls it
   every second);
@@ -22,23 +22,18 @@ from __future__ import annotations
 
 import json
 import logging
-import time
 import urllib.request
 from collections.abc import Callable
 
 import gevent
-from locust.runners import MasterRunner
 
 from telemetry.detectors import LiveDetectors
-from telemetry.fallback import RouteFallback
 from telemetry.options import LLM_PROGRESS_INTERVAL_DEFAULT, SERVER_METRICS_INTERVAL_DEFAULT
 from telemetry.progress import progress_line
+from telemetry.routing import version_backends
 from telemetry.runstate import RunState
 from telemetry.scraper import ServerScraper, metrics_url
 from telemetry.view import RunView
-from users.options import route_fallback_from, route_table_from
-from users.plugin import apply_fallback
-from workload.routing import ROUTE_FALLBACK_MESSAGE, ROUTE_FALLBACK_OPTION
 
 log = logging.getLogger(__name__)
 
@@ -63,17 +58,10 @@ class ServerScrapes:
 
     def _start_versions(self, options, interval: float) -> None:
         """With --route-table: every version's backend (its own /metrics) unless --server-metrics-url off."""
-        try:
-            table = route_table_from(options)
-        except ValueError:
-            return
-        option = getattr(options, "server_metrics_url", None)
-        if table is None or (option and str(option).strip().lower() == "off"):
-            return
-        for _lo, _hi, route in table.spans:
-            if route.version not in self.merger.version_scrapers:
-                scraper = ServerScraper(metrics_url(None, route.base_url), interval)
-                self.merger.version_scrapers[route.version] = scraper
+        for version, url in version_backends(options).items():
+            if version not in self.merger.version_scrapers:
+                scraper = ServerScraper(url, interval)
+                self.merger.version_scrapers[version] = scraper
                 scraper.start(self.merger.t0_wall)
 
     def stop(self, final: bool) -> None:
@@ -105,50 +93,6 @@ class ModelLabel:
             self.merger.model = self.merger.model or str(data["data"][0]["id"])
         except Exception:  # the model name is a label only; the users report a wrong host loudly
             pass
-
-
-class RouteSwitch:
-    """``--route-fallback``: the rule, checked against the route table's versions at start (a bad one is logged,
-    not run), judged at each live check; when it fires, FROM's buckets go to TO."""
-
-    def __init__(self, environment, merger: RunState) -> None:
-        self.environment = environment
-        self.merger = merger
-        self.fallback: RouteFallback | None = None
-        """The rule's judge while a valid rule runs, else None."""
-
-    def start(self) -> None:
-        self.fallback = None
-        options = self.environment.parsed_options
-        if options is not None and getattr(options, ROUTE_FALLBACK_OPTION, None) is not None:
-            setattr(options, ROUTE_FALLBACK_OPTION, None)  # a new test routes by the table again
-        text = getattr(options, "route_fallback", None)
-        if not text:
-            return
-        try:
-            rule = route_fallback_from(options)
-        except ValueError as e:
-            log.error(f"{e}; the fallback rule is not run")
-            self.merger.route_fallback = {"rule": str(text), "fired": False, "error": str(e)}
-            return
-        self.fallback = RouteFallback(rule, self.merger.attribution_window)
-        self.merger.route_fallback = dict(self.fallback.state)
-
-    def check(self, view: RunView, until_s: float) -> None:
-        """Judge the rule; when it fires, move the buckets (this process's users, or every worker's)."""
-        fb = self.fallback
-        if fb is None:
-            return
-        if fb.check(view, until_s, time.time() - self.merger.t0_wall):
-            msg = {"from": fb.rule.source, "to": fb.rule.target}
-            runner = self.environment.runner
-            if isinstance(runner, MasterRunner):
-                runner.send_message(ROUTE_FALLBACK_MESSAGE, msg)
-                if self.environment.parsed_options is not None:  # for a worker that connects later
-                    setattr(self.environment.parsed_options, ROUTE_FALLBACK_OPTION, msg)
-            else:
-                apply_fallback(self.environment, msg)
-        self.merger.route_fallback = dict(fb.state)
 
 
 class LiveCheck:

@@ -11,9 +11,9 @@ The process's role is chosen once, from its runner, when it installs:
 Master and local run share :class:`SummarizingRole`: the merge, the Prometheus exporter, the request log and, at
 quit, the final summary handed to the ``on_summary`` sinks (run/hooks.py): first this package's outputs
 (telemetry/outputs.py: SLO gate, console table, summary JSON, CSV, vLLM-bench JSON), then the other packages'.
-What else runs there is a part of its own (telemetry/parts.py: server scrapes, model label, route switch, live
-check, progress line) that the role starts, stops and calls on its loops. Each role registers only the handlers
-that mean something for it.
+What else runs there is a part of its own (telemetry/parts.py: server scrapes, model label, live check, progress
+line; telemetry/routing.py: the route switch) that the role starts, stops and calls on its loops. Each role
+registers only the handlers that mean something for it.
 
     role = install(environment)       # environment.llm.telemetry is role.hub
     role.close()                      # detach (tests)
@@ -30,17 +30,16 @@ from run.context import attach
 from telemetry.capacity import StageJudge
 from telemetry.distributed import WorkerWatch, drain_final_reports
 from telemetry.exporter import Exporter
-from telemetry.fallback import fallback_section
 from telemetry.hub import TelemetryHub
 from telemetry.options import PROMETHEUS_HOST_DEFAULT
 from telemetry.outputs import RunOutputs
-from telemetry.parts import LiveCheck, ModelLabel, ProgressLine, RouteSwitch, ServerScrapes
+from telemetry.parts import LiveCheck, ModelLabel, ProgressLine, ServerScrapes
 from telemetry.requestlog import REPORT_KEY as REQUESTS_KEY
 from telemetry.requestlog import RequestLog, record_of, request_log_for, wants_request_log
+from telemetry.routing import RouteSwitch, fallback_section, versions_section
 from telemetry.runrecord import RunRecorder, fetch_block_size
 from telemetry.scraper import metrics_url
 from telemetry.slo import verdict_line
-from telemetry.versions import versions_section
 
 log = logging.getLogger(__name__)
 REPORT_KEY = "llm"
@@ -193,7 +192,8 @@ class WorkerRole(_RunsUsers):
 
 class SummarizingRole(Role):
     """Master or local run: owns the merge, the exporter and the summary at quit; schedules its parts
-    (telemetry/parts.py: server scrapes, model label, route switch, live check, progress line)."""
+    (telemetry/parts.py: server scrapes, model label, live check, progress line; telemetry/routing.py: the route
+    switch)."""
 
     def __init__(self, environment, hub: TelemetryHub) -> None:
         super().__init__(environment, hub)

@@ -232,7 +232,7 @@ class Recorder:
         self.slots: dict[int, Slot] = {}
         self.version_slots: dict[tuple[str, int], Slot] = {}
         """Per (route version, slot): requests, errors and sent by t0, and the one-value-per-request windowed
-        metrics (TTFT, E2E, ...): what a fallback rule judges (telemetry/fallback.py)."""
+        metrics (TTFT, E2E, ...): what a fallback rule judges (telemetry/routing.py)."""
         self.token_sources: Counter = Counter()
         self.kv_fill: dict[str, KvFill] = {}
         self.turns: dict[tuple[str, int], TurnStats] = {}

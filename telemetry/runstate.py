@@ -54,7 +54,7 @@ class RunState:
         self.version_scrapers: dict[str, ServerScraper] = {}
         """With --route-table: one scraper per version's backend (its own /metrics, interval and failures)."""
         self.route_fallback: dict | None = None
-        """The --route-fallback rule's state (telemetry/fallback.py), None without a rule."""
+        """The --route-fallback rule's state (telemetry/routing.py), None without a rule."""
         self.t0_wall = time.time()
         self.t_end_wall: float | None = None
         self.final_summary: dict | None = None

@@ -81,7 +81,7 @@ class RunView:
     version_servers: dict[str, dict] = field(default_factory=dict)
     """With --route-table: per version, its backend's scrapes: ``{"url", "series", "scrapes", "failures"}``."""
     route_fallback: dict | None = None
-    """The --route-fallback rule's latest state (telemetry/fallback.py), None without a rule."""
+    """The --route-fallback rule's latest state (telemetry/routing.py), None without a rule."""
 
     @property
     def slot_s(self) -> float:

@@ -27,8 +27,6 @@ request, just before the write (:mod:`users.sendstamp`).
 
 from __future__ import annotations
 
-import socket
-import struct
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -48,11 +46,11 @@ from users.result import GenerationResult, RequestMeta
 from users.sse import SSEParser
 from users.tally import StreamTally, Think
 from users.watchdog import Stalled
+from workload import netstamp
 
 _RECV = 16384  # bytes per read: several events when the client falls behind; cheaper to allocate than 64 KiB
 _ERROR_BODY_LIMIT = 64 * 1024
-_SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35)  # Linux; SCM_TIMESTAMPNS has the same value
-_unpack_ts = struct.Struct("qq").unpack_from  # struct timespec
+_stamped_read = netstamp.read
 _cfeed = HTTPResponseParser.feed  # the C parser itself (the Python wrapper only adds a HEAD-request repair)
 
 
@@ -169,8 +167,8 @@ def _read_stream(resp: HTTPSocketPoolResponse, tally: StreamTally, live: LiveReq
     add = tally.add
     pending: list[bytearray] = []
     sock = resp._sock
-    _kernel_stamps(sock)
-    offset = time.time() - perf()  # CLOCK_REALTIME -> perf_counter, per request (NTP slew is ppm)
+    netstamp.enable(sock)  # no socket (the pool took it back): nothing to stamp
+    offset = netstamp.realtime_offset(perf)  # per request
     if resp._body_buffer:  # body bytes that came with the headers
         pending.append(bytearray(resp._body_buffer))
         del resp._body_buffer[:]
@@ -197,14 +195,10 @@ def _read_stream(resp: HTTPSocketPoolResponse, tally: StreamTally, live: LiveReq
         while not resp.message_complete:
             if raw is not None:
                 wait()
-                try:
-                    data, anc, _flags, _addr = raw(_RECV, 64)
+                try:  # t: when the bytes reached this host, not when this greenlet got to read them
+                    data, live.last, t = _stamped_read(raw, _RECV, perf, offset)
                 except BlockingIOError:  # woken without bytes after all
                     continue
-                live.last = t = perf()
-                if anc:  # when the bytes reached this host, not when this greenlet got to read them
-                    sec, ns = _unpack_ts(anc[0][2])
-                    t = min(t, sec + ns * 1e-9 - offset)
             else:
                 data = sock.recv(_RECV)
                 live.last = t = perf()
@@ -236,15 +230,6 @@ def _raw_reader(sock):
     except AttributeError:
         return None, None
     return (raw, readable) if readable.callback is None else (None, None)
-
-
-def _kernel_stamps(sock) -> None:
-    """Ask the kernel to stamp every read with the time its bytes arrived (Linux SO_TIMESTAMPNS); where it
-    cannot, reads carry no stamp and keep ``perf_counter()``."""
-    try:
-        sock.setsockopt(socket.SOL_SOCKET, _SO_TIMESTAMPNS, 1)
-    except (OSError, AttributeError):
-        pass
 
 
 def _read_all(resp: HTTPSocketPoolResponse, limit: int | None, live: LiveRequest | None = None) -> bytes:

@@ -23,9 +23,7 @@ from workload.datasets import (
     load_prompt_file,
     parse_length_range,
 )
-from workload.fallback import FallbackRule
 from workload.prompts import SYNTHETIC_TEXTS
-from workload.routing import ROUTE_TABLE_FORM, ROUTE_TOKENIZERS_FORM, RouteTable, parse_route_tokenizers
 from workload.tokenizers import AUTO, DEFAULT_TOKENIZER, NAMES, TokenizerNotFound, load_tokenizer
 
 INPUT_LEN_DEFAULT = "fixed:512"
@@ -216,79 +214,6 @@ class ThinkTime:
 
     def __str__(self) -> str:
         return f"fixed:{self.lo:g}" if self.lo == self.hi else f"uniform:{self.lo:g}:{self.hi:g}"
-
-
-def route_table_arg(text: str) -> str:
-    """argparse ``type``: validate a route table, keep the text (normalized: no spaces)."""
-    try:
-        RouteTable.parse(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(f"--route-table: {exc}") from None
-    return ",".join(p.strip() for p in text.split(",") if p.strip())
-
-
-def route_tokenizers_arg(text: str) -> str:
-    """argparse ``type``: ``VERSION=TOKENIZER,...``, each tokenizer loadable (``auto`` allowed); the text normalized."""
-    try:
-        pairs = parse_route_tokenizers(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(f"--route-tokenizers: {exc}") from None
-    for version, name in pairs.items():
-        if name == AUTO:
-            continue
-        try:
-            load_tokenizer(name)
-        except (TokenizerNotFound, OSError, ValueError) as e:
-            raise argparse.ArgumentTypeError(f"--route-tokenizers: version {version!r}: {e}; "
-                                             f"expected {ROUTE_TOKENIZERS_FORM}") from None  # fmt: skip
-    return ",".join(f"{v}={t}" for v, t in pairs.items())
-
-
-def route_tokenizers_from(options) -> dict[str, str]:
-    """``{version: tokenizer option}`` of --route-tokenizers; ValueError when it names a version the route table
-    does not have (or is given without a route table)."""
-    text = getattr(options, "route_tokenizers", None)
-    if not text:
-        return {}
-    pairs = parse_route_tokenizers(str(text))
-    table = route_table_from(options)
-    if table is None:
-        raise ValueError("--route-tokenizers needs --route-table")
-    unknown = [v for v in pairs if v not in table.versions]
-    if unknown:
-        raise ValueError(f"--route-tokenizers names {', '.join(map(repr, unknown))}, not in --route-table "
-                         f"(versions: {', '.join(table.versions)})")  # fmt: skip
-    return pairs
-
-
-def route_fallback_from(options) -> FallbackRule | None:
-    """--route-fallback parsed and checked against --route-table's versions (None when not given); ValueError
-    naming the problem otherwise."""
-    text = getattr(options, "route_fallback", None)
-    if not text:
-        return None
-    rule = FallbackRule.parse(str(text))
-    table = route_table_from(options)
-    if table is None:
-        raise ValueError("--route-fallback needs --route-table")
-    unknown = [v for v in (rule.source, rule.target) if v not in table.versions]
-    if unknown:
-        raise ValueError(f"--route-fallback names {', '.join(map(repr, unknown))}, not in --route-table "
-                         f"(versions: {', '.join(table.versions)})")  # fmt: skip
-    return rule
-
-
-def check_route_options(options) -> None:
-    """The route options that name versions (--route-tokenizers, --route-fallback) against --route-table;
-    ValueError naming the first problem."""
-    route_tokenizers_from(options)
-    route_fallback_from(options)
-
-
-def route_table_from(options) -> RouteTable | None:
-    """The parsed table from Locust's parsed_options (None when --route-table is not given)."""
-    text = getattr(options, "route_table", None)
-    return RouteTable.parse(text) if text else None
 
 
 def add_arguments(parser) -> None:
@@ -514,29 +439,4 @@ def add_arguments(parser) -> None:
         env_var="LOCUST_MAX_ERRORS",
         help="Stop the run once N LLM requests have failed (checked every second on the master; the summary's "
         "run.stopped_by says why); 0 = never",
-    )
-    add(
-        "--route-table",
-        type=route_table_arg,
-        default=None,
-        env_var="LOCUST_ROUTE_TABLE",
-        include_in_web_ui=False,
-        help=(
-            "Gray routing (seed 4.2): send each request to the version its fingerprint bucket picks, "
-            f"with X-Tokenizer-* headers, and label metrics by version. Form: {ROUTE_TABLE_FORM}. "
-            "Ranges must cover buckets 0-99 once. Default: off (every request goes to --host)."
-        ),
-    )
-    add(
-        "--route-tokenizers",
-        type=route_tokenizers_arg,
-        default=None,
-        env_var="LOCUST_ROUTE_TOKENIZERS",
-        include_in_web_ui=False,
-        help=(
-            "With --route-table: the tokenizer each version runs; its prompts are cut and counted with it, its "
-            "requests carry its X-Tokenizer-Hash and the X-Compat-Level measured against the first version's "
-            f"tokenizer (workload/compat.py). Form: {ROUTE_TOKENIZERS_FORM}. A version not named (or named auto) "
-            "uses the --tokenizer auto choice for its backend's served model."
-        ),
     )

@@ -25,16 +25,14 @@ from users.inflight import Inflight
 from users.options import (
     RESOLVED_SALT,
     check_dataset_options,
-    check_route_options,
     resolve_prompt_salt,
-    route_tokenizers_from,
 )
+from users.routing import apply_fallback, check_route_options, resolve_versions, route_tokenizers_from
 from users.server_info import ServerUnreachable, first_model, json_poster, unreachable
 from users.settings import RunSettings
-from users.versions import resolve_versions
 from users.watchdog import StallWatch
 from workload.prompts import SyntheticPrompts
-from workload.routing import ROUTE_FALLBACK_MESSAGE, ROUTE_FALLBACK_OPTION, RouteTable
+from workload.routing.table import ROUTE_FALLBACK_MESSAGE, ROUTE_FALLBACK_OPTION, RouteTable
 from workload.tokenizers import AUTO, Chosen, choose_tokenizer
 
 log = logging.getLogger(__name__)
@@ -109,7 +107,7 @@ class UsersPlugin:
                 check(post, source, settings.rng, settings.model, settings.align_prompts)
 
     def _versions(self, environment, settings: RunSettings) -> dict:
-        """Each route version's tokenizer (users/versions.py), logged once and kept as
+        """Each route version's tokenizer (users/routing.py), logged once and kept as
         ``environment.llm.route_tokenizers`` for the run record."""
         headers = settings.headers(False)
         versions = resolve_versions(settings.route_table, settings.route_tokenizers, self._option(environment),
@@ -190,18 +188,6 @@ class UsersPlugin:
                 log.error("LLM users: %s. Requests go out without a model name; pass --model to set one.", e)
                 self._models[host] = None
         return self._models[host]
-
-
-def apply_fallback(environment, data: dict | None) -> bool:
-    """Move ``data["from"]``'s buckets to ``data["to"]`` in this process's route table; False when nothing moved."""
-    settings = environment.llm.settings
-    if settings is None or not isinstance(data, dict):
-        return False
-    moved = settings.fall_back(str(data.get("from")), str(data.get("to")))
-    if moved:
-        log.warning("LLM users: route fallback %s -> %s applied (%s's buckets now go to %s)",
-                    data["from"], data["to"], data["from"], data["to"])  # fmt: skip
-    return moved
 
 
 def install(environment) -> None:

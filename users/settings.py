@@ -37,12 +37,12 @@ from users.options import (
     ThinkTime,
     dataset_from,
 )
+from users.routing import VersionTokenizer, route_table_from, route_tokenizers_from
 from users.tracing import RequestIds
-from users.versions import VersionTokenizer
 from workload.datasets import Dataset, Dialog, DialogTurn, Selection, load_prompt_file, parse_length_range, select
 from workload.lengths import LengthDist, parse_spec
 from workload.prompts import FilePrompts, Prompt, SyntheticPrompts
-from workload.routing import RouteTable, metadata_headers, parse_route_tokenizers
+from workload.routing.table import RouteTable, metadata_headers
 from workload.tokenizers import AUTO, DEFAULT_TOKENIZER, chat_renderer, load_tokenizer
 from workload.trace import BlockPrompts, TraceRecord
 
@@ -73,7 +73,7 @@ class RunSettings:
     route_tokenizers: dict[str, str] = field(default_factory=dict)
     """``--route-tokenizers`` as given (version -> name, path or auto)."""
     versions: dict[str, VersionTokenizer] = field(default_factory=dict)
-    """Each route version's tokenizer, resolved at test start (users/versions.py); empty: every version counts
+    """Each route version's tokenizer, resolved at test start (users/routing.py); empty: every version counts
     with ``tokenizer``."""
     request_ids: RequestIds = field(default_factory=RequestIds)
     """This process's X-Request-Id / traceparent source (:mod:`users.tracing`), shared by its users."""
@@ -141,8 +141,8 @@ class RunSettings:
             request_timeout=float(get("request_timeout", REQUEST_TIMEOUT_DEFAULT)),
             prompt_texts=prompt_texts,
             align_prompts=bool(get("align_prompts", False)),
-            route_table=RouteTable.parse(str(route)) if (route := get("route_table", None)) else None,
-            route_tokenizers=parse_route_tokenizers(str(rt)) if (rt := get("route_tokenizers", None)) else {},
+            route_table=route_table_from(opts),
+            route_tokenizers=route_tokenizers_from(opts),
             request_ids=RequestIds(int(worker_index)),
             shared_prefix_len=int(get("shared_prefix_len", SHARED_PREFIX_LEN_DEFAULT)),
             prefix_groups=int(get("prefix_groups", PREFIX_GROUPS_DEFAULT)),

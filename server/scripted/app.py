@@ -1,14 +1,11 @@
-"""The scripted server: a bare asyncio HTTP/1.1 protocol (keep-alive, chunked SSE), no framework.
+"""The scripted server: its routes and schedule on the test servers' HTTP/1.1 core (``server.core.http``, with
+kernel-stamped reads), its events rendered as the simulator's (``server.core.sse``).
 
 Routes: ``POST /v1/chat/completions``, ``POST /v1/completions`` (streaming or not, ``prompt`` may be a
 list), ``GET /v1/models``, ``POST /tokenize`` (unless ``--no-tokenize``), ``GET /stats``, ``GET /health``.
-Faults (``--fault``, rotated over every ``--fault-every``-th completion request):
-
-    500 / 429  an HTTP error with a vLLM-style JSON error body, at once
-    cut        half the tokens, then the connection is dropped (no end of the chunked body)
-    junk       half the tokens, then a ``data:`` line that is not JSON, then the rest
-    stall      half the tokens, then silence for ``--stall-s`` seconds, then the connection is dropped
-    nodone     the whole stream and its usage, but no ``data: [DONE]``
+Faults (``--fault``, the kinds of ``server.core.faults``, rotated over every ``--fault-every``-th completion
+request; "part-way" is half the tokens): 500, 429, cut, junk, stall (silent for ``--stall-s`` seconds, then the
+connection is dropped), nodone.
 
 With ``--ttft-ms 0 --itl-ms 0`` a stream without a fault is written whole, rendered once per shape and reused
 (burst mode: a client benchmark's server that is not the limit, ``bench.scaling``). ``--selector epoll`` serves
@@ -22,34 +19,26 @@ import asyncio
 import itertools
 import selectors
 import signal
-import socket
-import struct
 import sys
 import time
 from collections import Counter, deque
+from collections.abc import Callable, Coroutine, Iterator
 from dataclasses import dataclass, field
 
 import orjson
 
+from server.core import sse
+from server.core.faults import IMMEDIATE, JUNK, KINDS, parse_faults
+from server.core.http import Connection, Handler, Request, chunk
 from server.scripted.serial import Serial
+from workload import netstamp
 from workload.argtypes import non_negative_int, port, positive_int, seconds
 
 _KEEP = 200_000  # timing samples kept for /stats
-FAULTS = ("500", "429", "cut", "junk", "stall", "nodone")
-_SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35)
 SELECTORS = {"select": selectors.SelectSelector, "epoll": getattr(selectors, "EpollSelector", selectors.PollSelector)}
 _WORDS = (" the", " of", " and", " to", " in", " is", " for", " on", " that", " with", " as", " by")
-_REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 429: "Too Many Requests", 500: "Internal Server Error"}
-_SSE_HEAD = (
-    b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream; charset=utf-8\r\ncache-control: no-cache\r\n"
-    b"transfer-encoding: chunked\r\nx-scripted-start: %.6f\r\n\r\n"
-)
-"""``x-scripted-start``: the request's clock origin (CLOCK_MONOTONIC seconds, the clock of Python's
-time.monotonic() and time.perf_counter() on Linux), so a client on the same host can see when the
-server started the request's schedule."""
 _BURST_ID = b"cmpl-" + b"x" * 12
 """Where a cached burst (Stream.burst) holds the request id: as wide as ``cmpl-%-12d``."""
-_BURST_HEAD = b'{"id":"' + _BURST_ID + b'","object":"%b","created":0,"model":"%b","choices":['
 
 
 @dataclass
@@ -71,6 +60,8 @@ class Script:
     bursts: dict = field(default_factory=dict)
     """Whole streams rendered once per shape for ``--ttft-ms 0 --itl-ms 0`` (Stream.burst)."""
     serial: Serial = field(default_factory=Serial)
+    ids: Iterator[int] = field(default_factory=lambda: itertools.count(1))
+    """Stream ids (``cmpl-<n>``), one count per server."""
     """Token counting, one request per loop pass (see server.scripted.serial)."""
     late: deque[float] = field(default_factory=lambda: deque(maxlen=_KEEP))
     """How late each scheduled write went out (seconds)."""
@@ -116,18 +107,13 @@ class Script:
         return sum(len(e.ids) for e in enc) + self.prompt_offset * len(texts)
 
 
-def _chunk(payload: bytes) -> bytes:
-    """One SSE event as one HTTP chunk."""
-    event = b"data: " + payload + b"\n\n"
-    return b"%x\r\n%b\r\n" % (len(event), event)
-
-
 class Stream:
     """Writes one streaming response on the request's own clock."""
 
-    def __init__(self, proto: Connection, body: dict, chat: bool, prompt_tokens: int, fault: str | None) -> None:
-        s = proto.script
-        self.proto, self.script, self.chat, self.fault = proto, s, chat, fault
+    def __init__(self, conn: Connection, script: Script, body: dict, chat: bool, prompt_tokens: int,
+                 fault: str | None) -> None:
+        s = script
+        self.conn, self.script, self.chat, self.fault = conn, s, chat, fault
         self.n = int(s.output_tokens or body.get("max_tokens") or 16)
         opts = body.get("stream_options") or {}
         self.usage = bool(opts.get("include_usage"))
@@ -135,28 +121,12 @@ class Stream:
         self.prompt_tokens = prompt_tokens
         self.model_key = f"tokens_sent:{body.get('model') or ''}"
         """Per-model token counter: lets two clients share one server and still be told apart."""
-        self.rid = rid = next(proto.ids)
-        kind = "chat.completion.chunk" if chat else "text_completion"
-        self.head = b'{"id":"cmpl-%d","object":"%b","created":%d,"model":"%b","choices":[' % (
-            rid,
-            kind.encode(),
-            int(time.time()),
-            s.model.encode(),
-        )
+        self.rid = next(s.ids)
 
-    def _choice(self, text: str, finish: bytes) -> bytes:
-        t = orjson.dumps(text)
-        if self.chat:
-            return b'{"index":0,"delta":{"content":%b},"logprobs":null,"finish_reason":%b}' % (t, finish)
-        return b'{"index":0,"text":%b,"logprobs":null,"finish_reason":%b,"stop_reason":null}' % (t, finish)
-
-    def _usage(self, done: int) -> bytes:
-        p = self.prompt_tokens
-        return b'{"prompt_tokens":%d,"total_tokens":%d,"completion_tokens":%d}' % (p, p + done, done)
-
-    def _event(self, choices: bytes, done: int | None) -> bytes:
-        tail = b"]}" if done is None else b'],"usage":' + self._usage(done) + b"}"
-        return _chunk(self.head + choices + tail)
+    def _frames(self, rid: str, created: int) -> None:
+        """The event templates (built when written: a cached burst needs none)."""
+        self.frames = sse.Frames("chat" if self.chat else "completion", rid, created, self.script.model)
+        self.prefix = self.frames.choice_prefix(0)
 
     def run(self, t_start: float) -> asyncio.Future:
         """Start writing; the future is done when the response is (or the connection went away).
@@ -165,15 +135,14 @@ class Stream:
         sleeping: one callback per chunk instead of a future, a task step and a second loop pass (server CPU
         for 64 streams 35% -> 26% of a core here; half the chunks out within 0.1 ms of due)."""
         loop = asyncio.get_running_loop()
+        self._frames(f"cmpl-{self.rid}", int(time.time()))
         self.loop, self.t_start, self.j = loop, t_start, 0
         self.done_tokens = 0
         self.chunks = -(-self.n // self.script.k)
         self.words = itertools.cycle(_WORDS)
         self.finished = loop.create_future()
-        write = self.proto.transport.write
-        write(_SSE_HEAD % t_start)
-        if self.chat:  # role-only chunk at once, like vLLM: it carries no token
-            write(self._role())
+        # the role-only chunk at once, with the head, like vLLM: it carries no token
+        self.conn.start_stream(headers=_stream_headers(t_start), first=self._role())
         self._next_at()
         return self.finished
 
@@ -189,9 +158,9 @@ class Stream:
             self.finished.set_result(None)
 
     def _tick(self) -> None:
-        s, j, proto = self.script, self.j, self.proto
+        s, j, conn = self.script, self.j, self.conn
         s.late.append(self.loop.time() - self._due(j))
-        if proto.closed:
+        if conn.closed:
             return self._end()
         if j == self.chunks // 2 and self.fault in ("cut", "stall"):
             if self.fault == "stall":
@@ -199,9 +168,8 @@ class Stream:
             else:
                 self._cut()
             return None
-        write = proto.transport.write
         if j == self.chunks // 2 and self.fault == "junk":
-            write(_chunk(b'{"choices": [{"delta": {"content": "oops'))
+            conn.send(chunk(JUNK))
         take, event = self._token_event()
         now = self.loop.time()
         if j == 0:
@@ -209,11 +177,11 @@ class Stream:
         else:
             s.itl_sent.extend(((now - self.sent) / take,) * take)
         self.sent = now
-        write(event)
+        conn.send(event)
         self.j += 1
         if self.j < self.chunks:
             return self._next_at()
-        write(self._tail())
+        conn.finish(self._tail())
         return self._end()
 
     def _token_event(self) -> tuple[int, bytes]:
@@ -224,17 +192,17 @@ class Stream:
         done = self.done_tokens
         s.stats["tokens_sent"] += take
         s.stats[self.model_key] += take
-        finish = b'"length"' if done == self.n else b"null"
-        text = "".join(next(self.words) for _ in range(take))
-        return take, self._event(self._choice(text, finish), done if self.continuous else None)
+        text = "".join(next(self.words) for _ in range(take)).encode()
+        usage = sse.usage_bytes(self.prompt_tokens, done) if self.continuous else None
+        return take, chunk(self.frames.token(self.prefix, text, "length" if done == self.n else None, usage))
 
     def _tail(self) -> bytes:
-        """After the last token: the usage chunk, ``[DONE]`` (unless the fault is nodone), the end of the body."""
+        """After the last token: the usage chunk and ``[DONE]`` (unless the fault is nodone), framed."""
         s, done = self.script, self.done_tokens
-        usage = _chunk(self.head + b'],"usage":' + self._usage(done) + b"}") if self.usage else b""
+        usage = chunk(self.frames.usage_event(self.prompt_tokens, done)) if self.usage else b""
         s.stats["completed"] += 1
         s.stats["output_tokens"] += done
-        return usage + (_chunk(b"[DONE]") if self.fault != "nodone" else b"") + b"0\r\n\r\n"
+        return usage + (chunk(sse.DONE) if self.fault != "nodone" else b"")
 
     def burst(self, t_start: float) -> None:
         """``--itl-ms 0 --ttft-ms 0``: the whole stream in one write, rendered once per shape (endpoint, length,
@@ -245,164 +213,97 @@ class Stream:
         key = (self.chat, self.n, self.usage, self.continuous, self.prompt_tokens, self.fault)
         cached = s.bursts.get(key)
         if cached is None:
-            own, self.head = self.head, _BURST_HEAD % (b"chat.completion.chunk" if self.chat else b"text_completion",
-                                                       s.model.encode())  # fmt: skip
+            self._frames(_BURST_ID.decode(), 0)
             self.words = itertools.cycle(_WORDS)
             self.done_tokens = 0
             body = self._role() + b"".join(self._token_event()[1] for _ in range(-(-self.n // s.k))) + self._tail()
             cached = s.bursts[key] = body
-            self.head = own
         else:
             s.stats["tokens_sent"] += self.n
             s.stats[self.model_key] += self.n
             s.stats["completed"] += 1
             s.stats["output_tokens"] += self.n
         s.ttft_sent.append(0.0)
-        self.proto.transport.write(_SSE_HEAD % t_start + cached.replace(_BURST_ID, b"cmpl-%-12d" % self.rid))
+        self.conn.stream_whole(cached.replace(_BURST_ID, b"cmpl-%-12d" % self.rid), headers=_stream_headers(t_start))
 
     def _role(self) -> bytes:
         """The role-only chunk a chat stream opens with, like vLLM: it carries no token."""
         if not self.chat:
             return b""
-        role = b'{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}'
-        return self._event(role, 0 if self.continuous else None)
+        return chunk(self.frames.role(0, sse.usage_bytes(self.prompt_tokens, 0) if self.continuous else None))
 
     def _cut(self) -> None:
-        self.proto.transport.abort()
+        self.conn.abort()
         self._end()
 
 
-class Connection(asyncio.Protocol):
-    """One client connection: parse requests one at a time, answer them."""
+def _stream_headers(t_start: float) -> dict[str, str]:
+    return {"cache-control": "no-cache", "x-scripted-start": f"{t_start:.6f}"}
 
-    ids = itertools.count(1)
+
+class ScriptedApp:
+    """The routes: each request handled on its own clock, which starts when the request reached the host."""
 
     def __init__(self, script: Script) -> None:
         self.script = script
-        self.buf = b""
-        self.busy = False
-        self.closed = False
-        self.transport: asyncio.Transport
+        s = script
+        self.routes: dict[tuple[str, str], Handler] = {
+            ("GET", "/v1/models"): lambda req, conn: _send(conn, 200, {
+                "object": "list", "data": [{"id": s.model, "object": "model"}]}),
+            ("GET", "/health"): lambda req, conn: _send(conn, 200, {}),
+            ("GET", "/stats"): lambda req, conn: _send(conn, 200, s.report()),
+            ("POST", "/v1/chat/completions"): self._timed(self._completion),
+            ("POST", "/v1/completions"): self._timed(self._completion),
+        }  # fmt: skip
+        if s.tokenize:
+            self.routes[("POST", "/tokenize")] = self._timed(self._tokenize)
 
-    def connection_made(self, transport) -> None:  # type: ignore[override]
-        self.transport = transport
-        self.arrival: float | None = None
-        # Read requests ourselves with recvmsg and the kernel's receive timestamp (Linux SO_TIMESTAMPNS), so
-        # a request's schedule starts when its bytes reached this host, not when this busy loop got to them.
-        sock = getattr(transport.get_extra_info("socket"), "_sock", None)
-        loop = asyncio.get_running_loop()
-        try:
-            sock.setsockopt(socket.SOL_SOCKET, _SO_TIMESTAMPNS, 1)
-            transport.pause_reading()
-            loop._add_reader(sock.fileno(), self._readable, sock)  # noqa: SLF001 (the fd's transport is paused)
-        except (AttributeError, OSError, RuntimeError):
-            transport.resume_reading()  # stamps unavailable: asyncio reads, the clock starts at parse time
+    def connection(self) -> Connection:
+        return Connection(self.routes, fallback=self._timed(self._no_route), name="server.scripted", stamped=True)
 
-    def _readable(self, sock: socket.socket) -> None:
-        try:
-            data, anc, _flags, _addr = sock.recvmsg(65536, 64)
-        except (BlockingIOError, InterruptedError):
-            return
-        except OSError:
-            self.transport.abort()
-            return
-        if not data:
-            self.transport.close()
-            return
-        now = asyncio.get_running_loop().time()
-        if anc:
-            sec, ns = struct.unpack("qq", anc[0][2][:16])
-            now = min(now, sec + ns * 1e-9 - (time.time() - time.monotonic()))
-        self.arrival = now
-        self.data_received(data)
+    @staticmethod
+    def _timed(fn: Callable[[Request, Connection, float], Coroutine]) -> Handler:
+        """A handler whose clock starts when its request's last bytes arrived (the kernel's stamp, see
+        server.core.http): requests arriving together must not start their schedules behind their neighbours'
+        handling. A request that fails (a bad body) drops its connection and says why on stderr."""
 
-    def connection_lost(self, exc) -> None:
-        self.closed = True
+        def handle(req: Request, conn: Connection) -> Coroutine:
+            now = asyncio.get_running_loop().time()
+            return _guarded(fn(req, conn, now if req.arrival is None else min(req.arrival, now)), req, conn)
 
-    def data_received(self, data: bytes) -> None:
-        self.buf += data
-        if not self.busy:
-            self._next()
+        return handle
 
-    def _next(self) -> None:
-        end = self.buf.find(b"\r\n\r\n")
-        if end < 0:
-            return
-        head = self.buf[:end].decode("latin-1").split("\r\n")
-        length = 0
-        close = False
-        for line in head[1:]:
-            name, _, value = line.partition(":")
-            name = name.strip().lower()
-            if name == "content-length":
-                length = int(value.strip() or 0)
-            elif name == "connection" and value.strip().lower() == "close":
-                close = True
-        if len(self.buf) < end + 4 + length:
-            return
-        body = self.buf[end + 4 : end + 4 + length]
-        self.buf = self.buf[end + 4 + length :]
-        method, path, *_ = head[0].split(" ") + ["", ""]
-        self.busy = True
-        loop = asyncio.get_running_loop()
-        # the request's clock starts when its last bytes arrived (the kernel's stamp, see connection_made):
-        # requests arriving together must not start their schedules behind their neighbours' handling
-        t_start = loop.time() if self.arrival is None else min(self.arrival, loop.time())
-        self.arrival = None  # a request parsed later from the buffer starts when it is parsed
-        task = loop.create_task(self._guarded(method, path.split("?")[0], body, t_start))
-        task.add_done_callback(lambda _t: self._done(close))
+    async def _no_route(self, req: Request, conn: Connection, _t_start: float) -> None:
+        if _body(req, conn) is not None:
+            _send(conn, 404, _error(404, f"no route {req.method} {req.path}"))
 
-    def _done(self, close: bool) -> None:
-        self.busy = False
-        if close and not self.closed:
-            self.transport.close()
-        elif not self.closed and self.buf:
-            self._next()
-
-    def _send(self, status: int, obj: object) -> None:
-        body = orjson.dumps(obj)
-        reason = _REASONS.get(status, "Error")
-        head = f"HTTP/1.1 {status} {reason}\r\ncontent-type: application/json\r\ncontent-length: {len(body)}\r\n\r\n"
-        self.transport.write(head.encode() + body)
-
-    async def _guarded(self, method: str, path: str, raw: bytes, t_start: float) -> None:
-        try:
-            await self._handle(method, path, raw, t_start)
-        except Exception as e:  # a bad request body: drop the connection, say why on stderr
-            print(f"scripted: {method} {path}: {e!r}", file=sys.stderr, flush=True)
-            self.transport.abort()
-
-    async def _handle(self, method: str, path: str, raw: bytes, t_start: float) -> None:
+    async def _tokenize(self, req: Request, conn: Connection, _t_start: float) -> None:
         s = self.script
-        if method == "GET" and path == "/v1/models":
-            return self._send(200, {"object": "list", "data": [{"id": s.model, "object": "model"}]})
-        if method == "GET" and path in ("/health", "/stats"):
-            return self._send(200, s.report() if path == "/stats" else {})
-        try:
-            body = orjson.loads(raw) if raw else {}
-        except orjson.JSONDecodeError:
-            return self._send(400, _error(400, "body is not JSON"))
-        if method == "POST" and path == "/tokenize" and s.tokenize:
+        if (body := _body(req, conn)) is not None:
             count = await s.serial.run(s.count_prompt, body, "messages" in body)
-            return self._send(200, {"count": count, "max_model_len": 1 << 20, "tokens": []})
-        chat = path == "/v1/chat/completions"
-        if method != "POST" or not (chat or path == "/v1/completions"):
-            return self._send(404, _error(404, f"no route {method} {path}"))
+            _send(conn, 200, {"count": count, "max_model_len": 1 << 20, "tokens": []})
+
+    async def _completion(self, req: Request, conn: Connection, t_start: float) -> None:
+        s = self.script
+        if (body := _body(req, conn)) is None:
+            return None
+        chat = req.path == "/v1/chat/completions"
         s.stats["requests"] += 1
         fault = s.fault_for(s.stats["requests"])
         if fault:
             s.stats[f"fault_{fault}"] += 1
-        if fault in ("500", "429"):
-            return self._send(int(fault), _error(int(fault), f"scripted fault {fault}"))
+        if fault in IMMEDIATE:
+            return _send(conn, int(fault), _error(int(fault), f"scripted fault {fault}"))
         prompt_tokens = await s.serial.run(s.count_prompt, body, chat)
         if body.get("stream"):
-            stream = Stream(self, body, chat, prompt_tokens, fault)
+            stream = Stream(conn, s, body, chat, prompt_tokens, fault)
             if s.itl == 0 and s.ttft == 0 and fault is None:
                 return stream.burst(t_start)
             return await stream.run(t_start)
-        await self._whole(body, chat, prompt_tokens, t_start)
+        await self._whole(conn, body, chat, prompt_tokens, t_start)
+        return None
 
-    async def _whole(self, body: dict, chat: bool, prompt_tokens: int, t_start: float) -> None:
+    async def _whole(self, conn: Connection, body: dict, chat: bool, prompt_tokens: int, t_start: float) -> None:
         s = self.script
         n = int(s.output_tokens or body.get("max_tokens") or 16)
         prompts = body.get("prompt") if not chat else None
@@ -419,9 +320,30 @@ class Connection(asyncio.Protocol):
             "total_tokens": prompt_tokens + n * batch,
         }
         obj = "chat.completion" if chat else "text_completion"
-        self._send(200, {"id": "cmpl-x", "object": obj, "model": s.model, "choices": choices, "usage": usage})
+        _send(conn, 200, {"id": "cmpl-x", "object": obj, "model": s.model, "choices": choices, "usage": usage})
         s.stats["completed"] += 1
         s.stats["output_tokens"] += n * batch
+
+
+async def _guarded(coro: Coroutine, req: Request, conn: Connection) -> None:
+    try:
+        await coro
+    except Exception as e:  # a bad request body: drop the connection, say why on stderr
+        print(f"scripted: {req.method} {req.path}: {e!r}", file=sys.stderr, flush=True)
+        conn.abort()
+
+
+def _body(req: Request, conn: Connection) -> dict | None:
+    """The request's JSON body ({} for none); None after answering 400 when it is not JSON."""
+    try:
+        return orjson.loads(req.body) if req.body else {}
+    except orjson.JSONDecodeError:
+        _send(conn, 400, _error(400, "body is not JSON"))
+        return None
+
+
+def _send(conn: Connection, status: int, obj: object) -> None:
+    conn.respond(status, orjson.dumps(obj))
 
 
 def _error(code: int, message: str) -> dict:
@@ -437,7 +359,8 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--itl-ms", type=float, default=20.0, help="then one token every ITL")
     p.add_argument("--tokens-per-chunk", type=positive_int, default=1, help="K tokens per chunk, chunks K x ITL apart")
     p.add_argument("--output-tokens", type=positive_int, default=None, help="tokens per request (default: max_tokens)")
-    p.add_argument("--fault", action="append", default=[], help=f"comma list of {', '.join(FAULTS)}")
+    p.add_argument("--fault", action="append", default=[],
+                   help=f"comma list of {', '.join(KINDS)} (server/core/faults.py)")
     p.add_argument("--fault-every", type=positive_int, default=1, help="fault every N-th completion request")
     p.add_argument("--stall-s", type=seconds, default=30.0, help="how long a 'stall' fault stays silent")
     p.add_argument("--model", default="scripted")
@@ -451,10 +374,10 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
              "milliseconds (benchmarks with many streams: bench.client_cost at 512 streams per client)",
     )  # fmt: skip
     args = p.parse_args(argv)
-    args.fault = tuple(f for spec in args.fault for f in spec.split(",") if f)
-    bad = [f for f in args.fault if f not in FAULTS]
-    if bad:
-        p.error(f"--fault takes {', '.join(FAULTS)}")
+    try:
+        args.fault = tuple(f for spec in args.fault if spec.strip(", ") for f in parse_faults(spec))
+    except ValueError:
+        p.error(f"--fault takes {', '.join(KINDS)}")
     return args
 
 
@@ -494,15 +417,12 @@ def main(argv: list[str] | None = None) -> None:
 
 async def _serve(script: Script, host: str, port: int) -> None:
     loop = asyncio.get_running_loop()
-    server = await loop.create_server(lambda: Connection(script), host, port, backlog=1024)
+    server = await loop.create_server(ScriptedApp(script).connection, host, port, backlog=1024)
     for sock in server.sockets:
         # Linux turns receive stamping on for the whole host lazily (deferred work) and off again when the
         # last stamping socket closes: a listener that stamps keeps it on, and accepted sockets inherit
         # the flag, so even a connection's first request gets the kernel's arrival time.
-        try:
-            sock.setsockopt(socket.SOL_SOCKET, _SO_TIMESTAMPNS, 1)
-        except OSError:
-            pass
+        netstamp.enable(sock)
     stop = asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)

@@ -7,7 +7,8 @@ model, streams real token ids, and exports vLLM's Prometheus metrics. Modules:
 - :mod:`~server.sim.cli` flags and startup; :mod:`~server.sim.profiles` profile data files;
 - :mod:`~server.sim.scheduler` + :mod:`~server.sim.kv` the engine's bookkeeping (pure, no clock);
 - :mod:`~server.sim.engine` the timed step loop; :mod:`~server.sim.cost` step times;
-- :mod:`~server.sim.api`, :mod:`~server.sim.sse`, :mod:`~server.sim.http` the HTTP side;
+- :mod:`~server.sim.api` the HTTP side (on :mod:`server.core`: the HTTP/1.1 server, the SSE renderer, the fault
+  vocabulary);
 - :mod:`~server.sim.metrics` ``/metrics``; :mod:`~server.sim.faults` fault injection;
 - :mod:`~server.sim.textgen` generated text; :mod:`~server.sim.calibrate` fitting profiles (the real-time
   check runs the project's own Locust users: tests/server/sim/test_seed_scenario.py).

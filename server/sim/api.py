@@ -20,15 +20,16 @@ import orjson
 from prometheus_client import CollectorRegistry
 from tokenizers import Tokenizer
 
-from server.sim import sse
+from server.core import sse
+from server.core.faults import IMMEDIATE, JUNK
+from server.core.http import Connection, Handler, Request, WriteBatcher
 from server.sim.engine import Engine
-from server.sim.faults import HANG_SECONDS, IMMEDIATE, Fault, Faults
-from server.sim.http import Connection, Handler, Request, WriteBatcher
+from server.sim.faults import STALL_SECONDS, Fault, Faults
 from server.sim.metrics import CONTENT_TYPE, HeaderCollector, render
 from server.sim.scheduler import FINISHED, SimRequest
 from server.sim.textgen import Vocabulary
 from workload.lengths import LengthDist
-from workload.routing import TOKENIZER_HEADERS
+from workload.routing.table import TOKENIZER_HEADERS
 from workload.tokenizers import ChatRenderer, ChatTemplateError, render_chat
 
 REASONING_FIELDS = ("reasoning_content", "reasoning", "think-tags")
@@ -338,15 +339,15 @@ class _Response:
         self.dead = False
 
     def kill(self) -> None:
-        """Stop producing: abort every unfinished engine request (client gone, cut, hang)."""
+        """Stop producing: abort every unfinished engine request (client gone, cut, stall)."""
         self.dead = True
         for r in self.reqs:
             if r.status != FINISHED:
                 self.app.engine.abort(r)
 
-    def hang(self) -> None:
+    def stall(self) -> None:
         self.kill()
-        asyncio.get_running_loop().call_later(HANG_SECONDS, self.conn.close)
+        asyncio.get_running_loop().call_later(STALL_SECONDS, self.conn.close)
 
 
 class _StreamChoice:
@@ -399,17 +400,18 @@ class _StreamChoice:
             if frames.kind == "chat":
                 ev = frames.role(self.index, sse.usage_bytes(self.prompt_tokens, 0) if st.continuous else None) + ev
         fault = st.fault
-        if fault is not None and (finished or req.num_output >= fault.at):  # an early EOS still gets its fault
+        # an early EOS still gets its fault; nodone acts at the end
+        if fault is not None and (finished or req.num_output >= fault.at) and fault.kind != "nodone":
             st.fault = None
             if fault.kind == "junk":
-                ev = sse.JUNK + ev
-            else:  # cut / hang: this event, then nothing
+                ev = JUNK + ev
+            else:  # cut / stall: this event, then nothing
                 st.conn.write_chunk(ev)
                 if fault.kind == "cut":
                     st.kill()
                     st.conn.close()
                 else:
-                    st.hang()
+                    st.stall()
                 return
         if finished:
             st.pending -= 1
@@ -418,7 +420,7 @@ class _StreamChoice:
                 st.dead = True
                 if st.include_usage:
                     ev += frames.usage_event(st.prompt_tokens, st.completion_tokens)
-                st.conn.end_stream(ev + sse.DONE)
+                st.conn.end_stream(ev if st.fault is not None else ev + sse.DONE)  # a fault left here: nodone
                 return
         st.conn.write_chunk(ev)
 
@@ -458,11 +460,11 @@ class FullResponse(_Response):
         fault = self.fault
         if fault is not None and fault.kind == "cut":
             self.conn.close()
-        elif fault is not None and fault.kind == "hang":
-            self.hang()
-        else:
+        elif fault is not None and fault.kind == "stall":
+            self.stall()
+        else:  # junk: the body cut short; nodone: a whole answer has no [DONE] to leave out
             body = self.body()
-            self.conn.respond(200, body[: len(body) // 2] if fault is not None else body)
+            self.conn.respond(200, body[: len(body) // 2] if fault is not None and fault.kind == "junk" else body)
 
     def body(self) -> bytes:
         text_of = self.app.text_of

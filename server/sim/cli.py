@@ -18,10 +18,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from server.core.faults import KINDS, parse_faults
+from server.core.http import Connection, WriteBatcher
 from server.sim.api import REASONING_FIELDS, SimApp
 from server.sim.engine import Engine
-from server.sim.faults import KINDS, Faults, parse_kinds
-from server.sim.http import Connection, WriteBatcher
+from server.sim.faults import DEFAULT_KINDS, Faults
 from server.sim.metrics import EngineMetrics, SimCollector, make_registry
 from server.sim.profiles import DEFAULT_PROFILE, Profile, ProfileError, available, load_profile
 from server.sim.scheduler import Scheduler, SchedulerConfig
@@ -59,7 +60,7 @@ class _Parser(argparse.ArgumentParser):
 
 def _fault_kinds(text: str) -> tuple[str, ...]:
     try:
-        return parse_kinds(text)
+        return parse_faults(text)
     except ValueError as e:
         raise argparse.ArgumentTypeError(str(e)) from None
 
@@ -122,8 +123,9 @@ def build_parser() -> argparse.ArgumentParser:
     faults = p.add_argument_group("fault injection")
     faults.add_argument("--fault-rate", type=fraction, default=0.0,
                         help="probability that a generation request fails (default %(default)g)")
-    faults.add_argument("--fault-kinds", type=_fault_kinds, default=KINDS,
-                        help=f"comma list of {','.join(KINDS)} (default: all)")
+    faults.add_argument("--fault-kinds", type=_fault_kinds, default=DEFAULT_KINDS,
+                        help=f"comma list of {','.join(KINDS)} (server/core/faults.py; hang is stall) "
+                        f"(default: {','.join(DEFAULT_KINDS)})")
     faults.add_argument("--batch-cap-at", type=_batch_cap, metavar="T:N",
                         help="from simulated second T on (wall second T/S with --time-scale S), admit no more than N "
                         "running sequences")

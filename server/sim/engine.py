@@ -54,7 +54,7 @@ class Engine:
                  batch_cap_at: tuple[float, int] | None = None, flush: Callable[[], None] | None = None):
         self.sched = scheduler
         self.flush = flush or (lambda: None)
-        """Sends what the sinks queued; called before the loop waits (see :class:`server.sim.http.WriteBatcher`)."""
+        """Sends what the sinks queued; called before the loop waits (see :class:`server.core.http.WriteBatcher`)."""
         self.cost = cost
         self.metrics = metrics
         self.clock = SimClock(time_scale)

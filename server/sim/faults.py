@@ -1,13 +1,8 @@
-"""Fault injection: with probability ``rate`` a generation request fails in one of the chosen ways.
+"""The simulator's fault injection: with probability ``rate`` a generation request fails in one of the chosen
+ways. The kinds and what each does are the test servers' one vocabulary (:mod:`server.core.faults`); here, when.
 
-Kinds (``--fault-kinds``, comma separated):
-
-- ``500``: an immediate HTTP 500 with vLLM's error body;
-- ``429``: an immediate HTTP 429 (with ``retry-after``);
-- ``cut``: the stream (or the response) is closed part-way, without ``[DONE]`` or the final chunk;
-- ``junk``: a malformed ``data:`` line part-way through an otherwise complete stream (a non-streaming
-  response body is cut short instead);
-- ``hang``: after a few tokens nothing more is sent; the connection stays open until the client leaves.
+``--fault-kinds`` (comma separated) chooses among them; by default every kind but ``nodone``. A ``stall``
+(``hang``) keeps its connection open :data:`STALL_SECONDS` real seconds unless the client leaves first.
 
     faults = Faults(rate=0.1, kinds=("cut", "junk"), rng=np.random.default_rng(0))
     plan = faults.decide(output_tokens=256)    # None, or Fault(kind="cut", at=117)
@@ -19,9 +14,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-KINDS = ("500", "429", "cut", "junk", "hang")
-IMMEDIATE = {"500", "429"}
-HANG_SECONDS = 300.0  # real seconds a hung response keeps its connection open
+from server.core.faults import KINDS
+
+DEFAULT_KINDS = ("500", "429", "cut", "junk", "stall")
+"""--fault-kinds: what the simulator draws among unless told (the draws, kind by index, depend on this order)."""
+STALL_SECONDS = 300.0
+"""Real seconds a stalled response keeps its connection open."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,14 +27,6 @@ class Fault:
     kind: str
     at: int
     """Output-token count after which a mid-stream fault happens (unused for immediate kinds)."""
-
-
-def parse_kinds(text: str) -> tuple[str, ...]:
-    kinds = tuple(k.strip() for k in text.split(",") if k.strip())
-    bad = [k for k in kinds if k not in KINDS]
-    if bad or not kinds:
-        raise ValueError(f"unknown fault kind(s) {bad or [text]}: use a comma list of {','.join(KINDS)}")
-    return kinds
 
 
 class Faults:

@@ -1,4 +1,4 @@
-"""--route-fallback on the master (telemetry/fallback.py) and each version's own backend scrapes, without network:
+"""--route-fallback on the master (telemetry/routing.py) and each version's own backend scrapes, without network:
 per-version windows from a real Recorder, the switch, the before/after shares, the server figures per version."""
 
 from __future__ import annotations
@@ -7,15 +7,14 @@ import argparse
 
 import pytest
 
-from telemetry.fallback import RouteFallback, fallback_section
 from telemetry.recorder import Recorder
+from telemetry.routing import RouteFallback, fallback_section, server_figures, versions_section
 from telemetry.slo import SloSet
-from telemetry.versions import server_figures, versions_section
 from telemetry.view import RunView
 from tests.support import free_port
 from tests.telemetry.helpers import local_env
 from tests.telemetry.synthetic import make_result
-from workload.fallback import FallbackRule
+from workload.routing.fallback import FallbackRule
 
 TABLE = "v1=http://127.0.0.1:8001@0-49,beta=http://127.0.0.1:8002@50-99"
 
@@ -188,7 +187,7 @@ def test_prometheus_has_each_versions_backend_and_the_fallback_counter() -> None
 
 
 def test_a_new_test_forgets_the_last_runs_applied_fallback() -> None:
-    from workload.routing import ROUTE_FALLBACK_OPTION
+    from workload.routing.table import ROUTE_FALLBACK_OPTION
 
     env, hub, role = local_env(route_table=TABLE, route_fallback="beta->v1 when ttft_p99>+20%",
                                **{ROUTE_FALLBACK_OPTION: {"from": "beta", "to": "v1"}})  # fmt: skip

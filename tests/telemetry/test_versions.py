@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from telemetry.recorder import Recorder
+from telemetry.routing import versions_section
 from telemetry.slo import SloSet
-from telemetry.versions import versions_section
 from telemetry.view import RunView
 from users.result import GenerationResult, RequestMeta
 

@@ -31,6 +31,7 @@ from locust.env import Environment
 
 from users.options import add_arguments
 from users.plugin import install
+from users.routing import add_arguments as add_route_arguments
 
 MODEL = "hostile-model"
 
@@ -118,10 +119,12 @@ def hostile(answer: Callable) -> Iterator[tuple[str, list[Request]]]:
 
 
 def options(*argv: str):
-    """Locust's defaults plus the users' options, parsed from ``argv`` (as the locustfile adds them)."""
+    """Locust's defaults plus the users' options and the routing ones, parsed from ``argv`` (as the locustfile adds
+    them)."""
     parser = get_empty_argument_parser()
     setup_parser_arguments(parser)
     add_arguments(parser)
+    add_route_arguments(parser, None)
     return parser.parse_args(["--headless", "--input-len", "fixed:16", "--output-len", "fixed:8", *argv])
 
 

@@ -1,4 +1,4 @@
-"""--route-tokenizers: the option, each version's tokenizer (users/versions.py), draws counted with it, headers."""
+"""--route-tokenizers: the option, each version's tokenizer (users/routing.py), draws counted with it, headers."""
 
 from __future__ import annotations
 
@@ -10,12 +10,11 @@ import pytest
 from run.context import RunContext
 from shapes.stage import Stage
 from users.adapters import ADAPTERS
-from users.options import route_tokenizers_arg, route_tokenizers_from
 from users.request import draw
+from users.routing import resolve_versions, route_tokenizers_arg, route_tokenizers_from
 from users.settings import RunSettings
-from users.versions import resolve_versions
 from workload.prompts import TokenCounter
-from workload.routing import ROUTE_TOKENIZERS_FORM, RouteTable
+from workload.routing.table import ROUTE_TOKENIZERS_FORM, RouteTable
 from workload.tokenizers import chat_renderer, load_tokenizer, tokenizer_hash
 
 TABLE = "v1=http://127.0.0.1:8001@0-49,beta=http://127.0.0.1:8002@50-99"
@@ -87,7 +86,7 @@ def test_a_fallback_moves_the_buckets_and_the_tokenizer() -> None:
 def test_the_masters_message_moves_this_processs_table() -> None:
     from types import SimpleNamespace
 
-    from users.plugin import apply_fallback
+    from users.routing import apply_fallback
 
     env = SimpleNamespace(llm=RunContext(settings=_settings()))
     assert apply_fallback(env, {"from": "beta", "to": "v1"}) and env.llm.settings.route_table.versions == ["v1"]

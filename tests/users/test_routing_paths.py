@@ -10,8 +10,8 @@ import pytest
 
 from tests.users.hostile import hostile, http, run_user
 from users import BatchCompletionUser
-from users.options import route_table_arg
-from workload.routing import ROUTE_TABLE_FORM, RouteTable, fingerprint
+from users.routing import route_table_arg
+from workload.routing.table import ROUTE_TABLE_FORM, RouteTable, fingerprint
 
 MODEL = "m"
 

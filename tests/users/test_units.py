@@ -16,6 +16,7 @@ from locust.argument_parser import LocustArgumentParser
 from users.align import check
 from users.inflight import Inflight, LiveRequest
 from users.options import add_arguments
+from users.routing import add_arguments as add_route_arguments
 from users.settings import RunSettings
 from users.tally import StreamTally
 from users.watchdog import Stalled, StallWatch
@@ -26,6 +27,7 @@ from workload.tokenizers import load_tokenizer
 def parse(*argv: str) -> argparse.Namespace:
     p = LocustArgumentParser()
     add_arguments(p)
+    add_route_arguments(p, None)
     return p.parse_args(list(argv))
 
 
@@ -96,7 +98,7 @@ def test_route_hook_picks_version_url_and_headers_by_fingerprint() -> None:
     for i in range(40):
         messages = [{"role": "user", "content": f"q{i}"}]
         version, url, headers = s.route(messages)
-        # the bucket as workload/routing.py's docstring defines it, computed here from the messages sent
+        # the bucket as workload/routing/table.py's docstring defines it, computed here from the messages sent
         canonical = json.dumps(messages, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
         bucket = int(hashlib.sha256(canonical).hexdigest()[:16], 16) % 100
         assert version == ("v1" if bucket <= 49 else "beta"), (i, bucket)

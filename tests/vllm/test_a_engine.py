@@ -78,7 +78,7 @@ def test_the_engine_accepts_the_gray_routing_headers(vllm_server: Server):
     are accepted by the real engine: the same answer shape and prompt count as without them."""
     import urllib.request
 
-    from users.versions import VersionTokenizer
+    from users.routing import VersionTokenizer
     from workload.tokenizers import DEFAULT_TOKENIZER
 
     headers = VersionTokenizer(DEFAULT_TOKENIZER, "route-tokenizers", None, "deepseek-v2").headers("beta")

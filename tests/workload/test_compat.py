@@ -1,4 +1,4 @@
-"""The measured compat level (workload/compat.py): the rule, real tokenizers, and the diff command's use of it."""
+"""The measured compat level (workload/routing/compat.py): the rule, real tokenizers, the diff command's use of it."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import json
 import pytest
 
 from tests.tokenizer_checks.helpers import run_json
-from workload.compat import TextPair, compat_level, corpus_texts, measure
+from workload.routing.compat import TextPair, compat_level, corpus_texts, measure
 from workload.tokenizers import load_tokenizer
 
 

@@ -1,4 +1,5 @@
-"""--route-fallback's grammar (workload/fallback.py) and its argparse type (telemetry/options.py)."""
+"""--route-fallback's grammar (workload/routing/fallback.py) and its argparse type (users/routing.py), which takes
+the metrics telemetry judges per window (telemetry/routing.py)."""
 
 from __future__ import annotations
 
@@ -6,8 +7,11 @@ import argparse
 
 import pytest
 
-from telemetry.options import FALLBACK_METRICS, route_fallback_arg
-from workload.fallback import FALLBACK_FORM, FallbackRule
+from telemetry.routing import FALLBACK_METRICS
+from users.routing import route_fallback_type
+from workload.routing.fallback import FALLBACK_FORM, FallbackRule
+
+route_fallback_arg = route_fallback_type(FALLBACK_METRICS)
 
 
 def test_the_issues_rule_parses_into_versions_conditions_and_windows() -> None:

@@ -8,8 +8,8 @@ import hashlib
 import numpy as np
 import pytest
 
-from users.options import route_table_arg, route_table_from
-from workload.routing import (
+from users.routing import route_table_arg, route_table_from
+from workload.routing.table import (
     DEFAULT_BUCKET_TABLE,
     BucketTable,
     Route,
@@ -105,7 +105,7 @@ def test_option_type_validator_and_reader():
 def test_option_registered_on_locust_parser(monkeypatch):
     from locust.argument_parser import get_empty_argument_parser, setup_parser_arguments
 
-    from users.options import add_arguments
+    from users.routing import add_arguments
 
     def get_parser():
         # Locust's own parser without firing the global init_command_line_parser event: another test may
@@ -115,12 +115,12 @@ def test_option_registered_on_locust_parser(monkeypatch):
         return parser
 
     parser = get_parser()
-    add_arguments(parser)
+    add_arguments(parser, None)
     opts = parser.parse_args(["--route-table", "v1=http://a:1@0-99"])
     assert opts.route_table == "v1=http://a:1@0-99"
     monkeypatch.setenv("LOCUST_ROUTE_TABLE", "x=http://c:3@0-99")
     parser = get_parser()
-    add_arguments(parser)
+    add_arguments(parser, None)
     assert parser.parse_args([]).route_table == "x=http://c:3@0-99"
 
 
@@ -132,3 +132,19 @@ def test_metadata_headers_carry_real_tokenizer_hash():
     assert headers["X-Compat-Level"] == "backward"
     with pytest.raises(ValueError):
         metadata_headers("v1", "deepseek-v4", compat_level="sideways")
+
+
+def test_every_route_option_is_registered_in_one_module() -> None:
+    """The gray-routing options (--route-*) are registered by users/routing.py alone, which also parses them."""
+    import ast
+    import re
+
+    from tests.test_layers import project_modules
+
+    where: dict[str, set[str]] = {}
+    for mod, path in project_modules().items():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant) and re.fullmatch(
+                    r"--route-[a-z-]+", str(node.args[0].value)):
+                where.setdefault(str(node.args[0].value), set()).add(mod)
+    assert where == {o: {"users.routing"} for o in ("--route-table", "--route-tokenizers", "--route-fallback")}

@@ -1,5 +1,5 @@
 """diff: align difflog records of two tokenizers by ``input_id`` and report character-level boundary
-differences through their offsets, with the compat level of B against A (:mod:`workload.compat`: the
+differences through their offsets, with the compat level of B against A (:mod:`workload.routing.compat`: the
 rule the gray-routed users' ``X-Compat-Level`` comes from).
 
 Reads one log holding both tokenizers' records, or two logs (one each). When a log holds the same
@@ -20,7 +20,7 @@ from tokenizer_checks.outcome import Outcome
 from tokenizer_checks.segments import boundary_diffs
 from tokenizer_checks.texts import InputError, parse_names
 from workload.argtypes import fraction, non_negative_int
-from workload.compat import TextPair, compat_level
+from workload.routing.compat import TextPair, compat_level
 
 HELP = "align two tokenizers' difflog records by input_id and report boundary differences via offsets"
 REQUIRED = ("ts", "tokenizer", "input_id", "tokens", "offsets")
@@ -116,7 +116,7 @@ def _lines(d: dict, show: int) -> list[str]:
     lines = [
         f"diff {d['a']} vs {d['b']}: {d['compared']} inputs aligned by input_id, "
         f"{d['with_boundary_diffs']} split differently ({d['spans']} spans), {d['same_boundaries']} identical; "
-        f"compat level of {d['b']} against {d['a']}: {d['compat_level']} (X-Compat-Level, workload/compat.py)",
+        f"compat level of {d['b']} against {d['a']}: {d['compat_level']} (X-Compat-Level, workload/routing/compat.py)",
     ]
     for side, ids in d["unmatched"].items():
         if ids:

@@ -19,10 +19,10 @@ from tokenizer_checks.outcome import Outcome
 from tokenizer_checks.segments import boundary_diffs, jaccard_drift, special_token_diff
 from tokenizer_checks.texts import load_texts
 from workload.argtypes import fraction, non_negative_int
-from workload.compat import COMPAT_CORPUS
+from workload.routing.compat import COMPAT_CORPUS
 
 HELP = "Jaccard drift, boundary differences and special-token changes between two tokenizers"
-DEFAULT_CORPUS = COMPAT_CORPUS  # the corpus X-Compat-Level is measured on (workload/compat.py)
+DEFAULT_CORPUS = COMPAT_CORPUS  # the corpus X-Compat-Level is measured on (workload/routing/compat.py)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

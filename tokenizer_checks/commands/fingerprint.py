@@ -4,7 +4,7 @@ tokenizer metadata headers.
 fingerprint = ``M + ":" + sha256(canonical)[:16 hex]``, canonical = ``json.dumps(input, sort_keys=True,
 separators=(",", ":"), ensure_ascii=False)`` as UTF-8; bucket = ``int(hex, 16) % 100``; the version comes
 from ``--table``. For chat the input is the messages list, for completions the prompt
-(see :mod:`workload.routing`).
+(see :mod:`workload.routing.table`).
 
   python -m tokenizer_checks fingerprint --model-id deepseek-v4 --input '[{"role":"user","content":"你好"}]'
   python -m tokenizer_checks fingerprint --model-id m --input @request.json --table 0-49=v1,50-99=v2 --json
@@ -19,7 +19,7 @@ from pathlib import Path
 
 from tokenizer_checks.outcome import Outcome
 from tokenizer_checks.texts import InputError
-from workload.routing import (
+from workload.routing.table import (
     BUCKET_TABLE_FORM,
     COMPAT_LEVELS,
     DEFAULT_BUCKET_TABLE,

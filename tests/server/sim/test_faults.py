@@ -9,7 +9,8 @@ import socket
 import numpy as np
 import pytest
 
-from server.sim.faults import KINDS, Fault, Faults
+from server.core.faults import KINDS
+from server.sim.faults import Fault, Faults
 from tests.server.sim.helpers import post, running_sim
 
 BODY = {"prompt": "x", "max_tokens": 40, "ignore_eos": True, "stream": True}
@@ -75,7 +76,19 @@ def test_junk_inserts_one_malformed_data_line_and_finishes():
 
 
 @pytest.mark.slow
+def test_nodone_sends_every_token_and_the_usage_but_no_done():
+    with running_sim("--time-scale", "20", "--fault-rate", "1", "--fault-kinds", "nodone") as proc:
+        raw, how = _raw_stream(proc.port, {**BODY, "stream_options": {"include_usage": True}}, timeout=10)
+        assert how == "complete" and b"data: [DONE]" not in raw
+        assert raw.count(b'"finish_reason"') == 40 and b'"choices":[],"usage"' in raw
+        # the non-streamed form has no [DONE] to leave out: a whole answer
+        status, _headers, whole = post(proc.port, "/v1/completions", {k: v for k, v in BODY.items() if k != "stream"})
+        assert status == 200 and json.loads(whole)["usage"]["completion_tokens"] == 40
+
+
+@pytest.mark.slow
 def test_hang_stops_sending_but_keeps_the_connection():
+    # "hang" is the simulator's first name of the stall fault (server/core/faults.py)
     with running_sim("--time-scale", "20", "--fault-rate", "1", "--fault-kinds", "hang") as proc:
         raw, how = _raw_stream(proc.port, BODY, timeout=1.5)
         assert how == "timeout" and b"[DONE]" not in raw and 1 <= raw.count(b'"text"') < 40

@@ -26,7 +26,7 @@ from pathlib import Path
 
 from tokenizers import Tokenizer
 
-COMPAT_CORPUS = Path(__file__).resolve().parent / "data" / "drift_corpus.txt"
+COMPAT_CORPUS = Path(__file__).resolve().parents[1] / "data" / "drift_corpus.txt"
 """The texts the level is measured on: the mixed Chinese / English / code corpus that ``tokenizer_checks drift`` and
 ``difflog`` default to (one text per line, ``#`` lines skipped, ``\\n`` for a newline)."""
 

@@ -1,4 +1,5 @@
-"""Pre-rendered byte pieces of vLLM's streaming events, so a token event is a few concatenations.
+"""The test servers' renderer of vLLM's streaming events: pre-rendered byte pieces, so a token event is a few
+concatenations.
 
 The shapes are vLLM's OpenAI server's (``data: {json}\\n\\n`` events, then ``data: [DONE]``):
 
@@ -18,7 +19,6 @@ from __future__ import annotations
 import orjson
 
 DONE = b"data: [DONE]\n\n"
-JUNK = b'data: {"id":"junk","choices":[{"index":0,"text":" trunc\n\n'
 KINDS = {"completion": ("text_completion", "cmpl-"), "chat": ("chat.completion.chunk", "chatcmpl-")}
 
 

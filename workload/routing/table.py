@@ -36,7 +36,7 @@ ROUTE_TOKENIZERS_FORM = (
 )
 BUCKET_TABLE_FORM = "LO-HI=VERSION[,LO-HI=VERSION...] (e.g. 0-79=v1,80-94=beta,95-99=canary)"
 COMPAT_LEVELS = ("full", "backward", "forward", "none")
-"""X-Compat-Level values, from the strictest: see :func:`workload.compat.compat_level` for the measured rule."""
+"""X-Compat-Level values, from the strictest: see :func:`workload.routing.compat.compat_level` for the measured rule."""
 ROUTE_FALLBACK_MESSAGE = "llm_route_fallback"
 """The master -> worker message of a fallback (``--route-fallback``): ``{"from": version, "to": version}``."""
 ROUTE_FALLBACK_OPTION = "llm_route_fallback_applied"

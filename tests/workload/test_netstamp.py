@@ -1,0 +1,60 @@
+"""Kernel receive stamps (workload/netstamp.py): the one reader the client and the scripted server share."""
+
+from __future__ import annotations
+
+import socket
+import struct
+import sys
+import time
+
+import pytest
+
+from workload import netstamp
+
+
+def test_a_stamp_is_the_kernels_time_on_the_readers_clock_never_after_the_read() -> None:
+    offset = 1000.0  # the wall clock runs 1000 s ahead of the reader's
+    anc = [(socket.SOL_SOCKET, netstamp.SO_TIMESTAMPNS, struct.pack("qq", 1005, 250_000_000))]
+    assert netstamp.stamp(anc, now=6.0, offset=offset) == pytest.approx(5.25)  # arrived 0.75 s before the read
+    assert netstamp.stamp(anc, now=5.0, offset=offset) == 5.0  # a stamp "after" the read is clamped to it
+    assert netstamp.stamp([], now=7.0, offset=offset) == 7.0  # no stamp: the read's own time
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="SO_TIMESTAMPNS is Linux's")
+def test_a_stamped_read_on_a_real_socket_dates_the_bytes_before_the_reader_got_them() -> None:
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        client = socket.create_connection(listener.getsockname())
+        server, _ = listener.accept()
+    with client, server:
+        assert netstamp.enable(server)
+        clock = time.perf_counter
+        client.sendall(b"hello")
+        sent = clock()
+        time.sleep(0.05)  # the bytes wait in the kernel: the stamp says when they came, not when read
+        data, now, arrival = netstamp.read(server.recvmsg, 1024, clock, netstamp.realtime_offset(clock))
+        assert data == b"hello" and now - sent >= 0.05
+        assert arrival <= now and now - arrival >= 0.04 and abs(arrival - sent) < 0.01
+
+
+def test_enabling_where_the_option_is_missing_says_so() -> None:
+    class NoOption:
+        def setsockopt(self, *_a):
+            raise OSError("not supported")
+
+    assert netstamp.enable(NoOption()) is False
+    assert netstamp.enable(None) is False  # no socket (a pooled one taken back)
+
+
+def test_the_kernel_stamp_is_read_in_one_place() -> None:
+    """No other product module names the socket option: the client and the servers go through this module."""
+    import ast
+
+    from tests.test_layers import project_modules
+
+    named = set()
+    for mod, path in project_modules().items():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if (isinstance(node, ast.Attribute) and node.attr == "SO_TIMESTAMPNS") or (
+                    isinstance(node, ast.Constant) and node.value == "SO_TIMESTAMPNS"):
+                named.add(mod)
+    assert named == {"workload.netstamp"}

@@ -1,0 +1,58 @@
+"""Kernel receive timestamps: when a read's bytes reached this host, not when the reader got to them.
+
+Linux stamps every received packet; a socket with ``SO_TIMESTAMPNS`` set hands the stamp of a read's first byte to
+``recvmsg`` as ancillary data (a ``struct timespec`` on CLOCK_REALTIME). The client (``users.client``: chunk
+arrival times) and the scripted server (``server.core.http``: a request's clock origin) read their sockets this way;
+this module is the one place that turns the option on and decodes the stamp. It lives in the bottom layer because
+it is the only one both the users and the servers may import.
+
+    enable(sock)                                   # False where the platform cannot stamp: reads keep the clock
+    offset = realtime_offset(time.perf_counter)    # CLOCK_REALTIME -> the reader's clock
+    data, now, t = read(sock.recvmsg, 16384, time.perf_counter, offset)   # t <= now: the kernel's stamp
+"""
+
+from __future__ import annotations
+
+import socket
+import struct
+import time
+from collections.abc import Callable
+
+SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35)
+"""Linux's option (SCM_TIMESTAMPNS, the ancillary message's type, has the same value)."""
+ANCILLARY_SIZE = 64
+"""recvmsg's ancillary buffer: room for one timespec message."""
+_timespec = struct.Struct("qq").unpack_from
+
+
+def enable(sock) -> bool:
+    """Ask the kernel to stamp every read of ``sock`` (also a listener: accepted sockets inherit it). False where it
+    cannot (another platform, a socket without the option): reads then carry no stamp."""
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+    except (OSError, AttributeError):
+        return False
+    return True
+
+
+def realtime_offset(clock: Callable[[], float]) -> float:
+    """CLOCK_REALTIME minus ``clock`` now: subtract it from a kernel stamp to put the stamp on ``clock``. Take it per
+    request or per connection (NTP slews the wall clock by parts per million)."""
+    return time.time() - clock()
+
+
+def stamp(ancillary: list, now: float, offset: float) -> float:
+    """The kernel's arrival time of a read (its ``recvmsg`` ancillary data) on the reader's clock, never later than
+    ``now`` (the read's return on that clock); ``now`` when the read carries no stamp."""
+    if ancillary:
+        sec, ns = _timespec(ancillary[0][2])
+        return min(now, sec + ns * 1e-9 - offset)
+    return now
+
+
+def read(recvmsg: Callable, size: int, clock: Callable[[], float], offset: float) -> tuple[bytes, float, float]:
+    """One stamped read: ``(data, now, arrival)`` — ``now`` when the read returned, ``arrival`` when its bytes reached
+    the host (both on ``clock``). ``recvmsg`` is the socket's (an OS socket's bound method); its errors propagate."""
+    data, ancillary, _flags, _addr = recvmsg(size, ANCILLARY_SIZE)
+    now = clock()
+    return data, now, stamp(ancillary, now, offset)
