@@ -150,3 +150,19 @@ def prometheus_config(path: Path, jobs: dict[str, int | list[int]], interval: st
         lines += [f"  - job_name: {job}", f"    static_configs: [{{targets: [{targets}]}}]"]
     path.write_text("\n".join(lines) + "\n")
     return path
+
+
+SKIP_FOLDERS = {"tests", "results", "node_modules"}
+"""Folders that hold no project module (besides hidden ones: .venv, .git, .cache ...)."""
+
+
+def project_modules(root: Path = ROOT) -> dict[str, Path]:
+    """Every project module (tests excluded) by dotted name -> its file: what the layer rules walk."""
+    out: dict[str, Path] = {}
+    for folder, dirs, files in os.walk(root):
+        dirs[:] = [d for d in dirs if not d.startswith(".") and d not in SKIP_FOLDERS]
+        for f in files:
+            if f.endswith(".py"):
+                rel = (Path(folder) / f).relative_to(root)
+                out[".".join(rel.with_suffix("").parts).removesuffix(".__init__")] = root / rel
+    return out

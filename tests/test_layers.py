@@ -11,28 +11,17 @@ names are option destinations (``--llm-csv`` ...)."""
 from __future__ import annotations
 
 import ast
-import os
 from collections import defaultdict
 from pathlib import Path
 
+from tests.support import project_modules
+
 ROOT = Path(__file__).resolve().parents[1]
-SKIP = {"tests", "results", "node_modules"}
 
 LAYERS = {"run": 0, "workload": 1, "shapes": 2, "users": 3, "telemetry": 4, "webui": 5}
 """The product layers, bottom to top: a package may import its own layer and those below it."""
 ONLY_WORKLOAD = ("tokenizer_checks", "server")
 """Side packages that may use only ``workload`` from the project."""
-
-
-def project_modules(root: Path = ROOT) -> dict[str, Path]:
-    out: dict[str, Path] = {}
-    for folder, dirs, files in os.walk(root):
-        dirs[:] = [d for d in dirs if not d.startswith(".") and d not in SKIP]  # .venv, .git, .cache ...
-        for f in files:
-            if f.endswith(".py"):
-                rel = (Path(folder) / f).relative_to(root)
-                out[".".join(rel.with_suffix("").parts).removesuffix(".__init__")] = root / rel
-    return out
 
 
 def _resolve(name: str, mods: dict[str, Path]) -> str | None:

@@ -49,7 +49,7 @@ def test_the_kernel_stamp_is_read_in_one_place() -> None:
     """No other product module names the socket option: the client and the servers go through this module."""
     import ast
 
-    from tests.test_layers import project_modules
+    from tests.support import project_modules
 
     named = set()
     for mod, path in project_modules().items():

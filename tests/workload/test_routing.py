@@ -139,7 +139,7 @@ def test_every_route_option_is_registered_in_one_module() -> None:
     import ast
     import re
 
-    from tests.test_layers import project_modules
+    from tests.support import project_modules
 
     where: dict[str, set[str]] = {}
     for mod, path in project_modules().items():
