@@ -75,7 +75,7 @@ class LiveDetectors:
             return out
         # only the scrapes the trailing windows need (the last run's worth would be parsed every second otherwise)
         recent = server_samples(d for d in view.server_series if isinstance(d.get("t"), int | float)
-                                and d["t"] >= origin - w)  # fmt: skip
+                                and d["t"] >= origin - w)
         trailing = align(client_windows(view, w, origin)[:n], recent)
         if len(trailing) < n:
             return out
@@ -86,7 +86,7 @@ class LiveDetectors:
             {"start_s": x.start_s, "end_s": x.end_s, "requests": x.requests, "ttft_p99_ms": x.client.ttft_p99_ms,
              "running_median": x.running_median, "flagged": f}
             for x, f in zip(trailing, flags, strict=True)
-        ]  # fmt: skip
+        ]
         return out
 
     @staticmethod
@@ -100,7 +100,7 @@ class LiveDetectors:
             return []
         checks = SloSet(live).evaluate(win.sketches, win.errors / win.requests)
         return [{"name": c["name"], "threshold": c["threshold"], "value": c["value"],
-                 "breached": c["value"] is not None and not c["passed"]} for c in checks]  # fmt: skip
+                 "breached": c["value"] is not None and not c["passed"]} for c in checks]
 
     def evaluate(self, view: RunView, until_s: float) -> dict:
         """The state at ``until_s`` (seconds since the run start; the data is complete up to there)."""
@@ -127,7 +127,7 @@ class LiveDetectors:
         for key, on in now.items():
             if self._last.get(key, False) != on:
                 log.warning(f"live detector {key}: {'FIRED' if on else 'cleared'} at {until_s:.0f} s — "
-                            f"{_why(key, state)}")  # fmt: skip
+                            f"{_why(key, state)}")
         self._last = now
         wanted = stop_on(view.options)
         if self.stopped_by is None:

@@ -52,7 +52,7 @@ def drain_final_reports(environment, timeout_s: float = 10.0) -> set[str]:
             expected.discard(msg.node_id)
     for wid in sorted(expected):
         log.warning(f"worker {wid} sent no final report within {timeout_s:.0f} s; the LLM summary holds only "
-                    "what it reported before")  # fmt: skip
+                    "what it reported before")
     return expected
 
 
@@ -88,6 +88,6 @@ class WorkerWatch:
                 held = f"the {info.requests} requests it reported" if info else "nothing from it (it never reported)"
                 age = f", last report {time.time() - info.last_report_wall:.0f} s ago" if info else ""
                 log.warning(f"WARNING: worker {c.id} stopped sending heartbeats (killed or hung); the LLM summary "
-                            f"keeps {held}{age}; its later results are lost")  # fmt: skip
+                            f"keeps {held}{age}; its later results are lost")
             elif c.state != STATE_MISSING and self.merger.mark_back(c.id):
                 log.info(f"worker {c.id} is sending heartbeats again")

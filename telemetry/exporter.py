@@ -84,7 +84,7 @@ class LLMCollector(Collector):
 
     def _counters(self, view: RunView, groups, labels):
         req = CounterMetricFamily("llm_requests", "LLM requests by outcome and error kind",
-                                  labels=[*labels, "outcome", "error_kind"])  # fmt: skip
+                                  labels=[*labels, "outcome", "error_kind"])
         prompt = CounterMetricFamily("llm_prompt_tokens", "Prompt tokens sent", labels=labels)
         output = CounterMetricFamily("llm_output_tokens", "Output tokens received", labels=labels)
         reasoning = CounterMetricFamily("llm_reasoning_tokens", "Output tokens that were reasoning", labels=labels)
@@ -114,15 +114,15 @@ class LLMCollector(Collector):
         yield users
 
         info = GaugeMetricFamily("llm_stage_info", "The current load stage (value 1)",
-                                 labels=["stage", "index", "users", "rate", "input_len"])  # fmt: skip
+                                 labels=["stage", "index", "users", "rate", "input_len"])
         if view.current_stage is not None:
             st = view.current_stage
             info.add_metric([st.name, str(st.index), "" if st.users is None else str(st.users),
-                             "" if st.rate is None else f"{st.rate:g}", st.input_len or ""], 1.0)  # fmt: skip
+                             "" if st.rate is None else f"{st.rate:g}", st.input_len or ""], 1.0)
         yield info
 
         q = GaugeMetricFamily("llm_latency_quantile_seconds", "Quantiles from the merged sketches (all users, stages)",
-                              labels=["metric", "quantile"])  # fmt: skip
+                              labels=["metric", "quantile"])
         cells = list(view.merged.cells.values())
         for m in (metric.key for metric in having("top")):
             s = Recorder.merged_sketch(cells, m)
@@ -154,7 +154,7 @@ class LLMCollector(Collector):
             for field, (name, doc) in SERVER_GAUGES.items():
                 g = GaugeMetricFamily(name.replace("llm_server_", "llm_version_server_"),
                                       doc.replace("(relayed", "of the version's backend (relayed"),
-                                      labels=["version"])  # fmt: skip
+                                      labels=["version"])
                 for version, server in view.version_servers.items():
                     series = server.get("series") or []
                     if series and series[-1].get(field) is not None:
@@ -163,7 +163,7 @@ class LLMCollector(Collector):
         fb = view.route_fallback
         if fb is not None and fb.get("from") is not None:
             c = CounterMetricFamily("llm_route_fallback", "Route fallbacks applied (--route-fallback)",
-                                    labels=["from", "to"])  # fmt: skip
+                                    labels=["from", "to"])
             c.add_metric([str(fb["from"]), str(fb["to"])], 1.0 if fb.get("fired") else 0.0)
             yield c
 
@@ -177,11 +177,11 @@ class LLMCollector(Collector):
         b.add_metric([], 1.0 if state["batching"]["degraded"] else 0.0)
         yield b
         breached = GaugeMetricFamily("llm_slo_breached", "1 while the SLO's trailing-window value is past its "
-                                     "threshold, else 0", labels=["slo"])  # fmt: skip
+                                     "threshold, else 0", labels=["slo"])
         value = GaugeMetricFamily("llm_slo_value", "The SLO's value over the trailing windows (ms; error_rate 0..1)",
-                                  labels=["slo"])  # fmt: skip
+                                  labels=["slo"])
         threshold = GaugeMetricFamily("llm_slo_threshold", "The SLO's threshold (ms; error_rate 0..1)",
-                                      labels=["slo"])  # fmt: skip
+                                      labels=["slo"])
         for c in state["slo"]:
             breached.add_metric([c["name"]], 1.0 if c["breached"] else 0.0)
             if c["value"] is not None:
@@ -219,7 +219,7 @@ class Exporter:
             server.start()
         except OSError as e:
             log.error(f"Prometheus exporter not started: cannot bind {self.host}:{self.port} ({e.strerror or e}); "
-                      "choose another --prometheus-port, or 0 to turn it off")  # fmt: skip
+                      "choose another --prometheus-port, or 0 to turn it off")
             return False
         self._server = server
         self.port = server.server_port

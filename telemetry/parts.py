@@ -124,7 +124,7 @@ class LiveCheck:
         if stopped is None and self.detectors.stopped_by is not None:
             why = self.detectors.stopped_by
             log.error(f"--llm-stop-on: stopping the run, live detector {why['detector']} fired at "
-                      f"{why['at_s']:.0f} s ({why['reason']})")  # fmt: skip
+                      f"{why['at_s']:.0f} s ({why['reason']})")
             gevent.spawn(self.stop_run)  # not from the check loop's greenlet: quitting stops the loop
 
     def stop_run(self) -> None:

@@ -149,7 +149,7 @@ class _RunsUsers(Role):
 
         def fetch() -> None:
             recorder.kv_block, recorder.kv_block_source = fetch_block_size(url, {"Authorization": f"Bearer {key}"}
-                                                                           if key else None)  # fmt: skip
+                                                                           if key else None)
 
         gevent.spawn(fetch)
 
@@ -404,7 +404,7 @@ def install(environment) -> Role:
     ctx = attach(environment)
     hub = ctx.telemetry = TelemetryHub(environment)
     hub.hooks.add_section("versions", lambda view, summary: versions_section(view, summary, ctx.route_tokenizers),
-                          empty=lambda _view: {})  # fmt: skip
+                          empty=lambda _view: {})
     hub.hooks.add_section("route_fallback", fallback_section, empty=lambda _view: None)
     hub.hooks.add_section("detectors", lambda view, _summary: view.detectors, empty=lambda _view: None)
     role = role_for(environment.runner)(environment, hub).register()

@@ -42,5 +42,5 @@ def section(hit_rate: float | None, share: float | None) -> dict:
         warning = (f"the server's prefix cache served {hit_rate:.0%} of the prompt tokens where the workload itself "
                    f"repeats {share:.0%}: prompts of an earlier run (--prompt-salt none) or of another client are "
                    "in its cache, and TTFT is flattered; rerun with a fresh --prompt-salt or reset the server's "
-                   "prefix cache")  # fmt: skip
+                   "prefix cache")
     return {"hit_rate": hit_rate, "workload_share": share, "warning": warning}

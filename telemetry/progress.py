@@ -60,5 +60,5 @@ def progress_line(view: RunView, seconds: float, until_s: float | None = None) -
     if latest:
         kv, waiting = latest.get("kv_cache_usage"), latest.get("requests_waiting")
         parts.append(f"server KV {'-' if kv is None else f'{kv * 100:.1f}%'} "
-                     f"waiting {'-' if waiting is None else f'{waiting:.0f}'}")  # fmt: skip
+                     f"waiting {'-' if waiting is None else f'{waiting:.0f}'}")
     return " | ".join(parts)

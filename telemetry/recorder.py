@@ -194,7 +194,7 @@ class TurnStats:
 
     def to_dict(self) -> dict:
         return {"requests": self.requests, "ok": self.ok, "prompt_tokens": self.prompt_tokens,
-                "ttft": self.ttft.to_dict()}  # fmt: skip
+                "ttft": self.ttft.to_dict()}
 
     def merge(self, d: dict | TurnStats) -> None:
         if isinstance(d, TurnStats):
@@ -375,7 +375,7 @@ class Recorder:
         for j, row in enumerate(present):
             self._slot_at(first + int(row)).sketches[key].add_binned(
                 lo, grid[row], int(sizes[row]), float(sums[j]), float(mins[j]), float(maxs[j]),
-                0 if zeros is None else int(zeros[row]))  # fmt: skip
+                0 if zeros is None else int(zeros[row]))
 
     def _segments(self, perf_times: np.ndarray, values: np.ndarray):
         idx = np.floor((perf_times + self._wall_offset) / self.slot_s).astype(np.int64)

@@ -72,7 +72,7 @@ class RouteFallback:
             "windows": rule.windows, "fired": False, "breach_at_s": None, "rule_met_s": None, "switched_at_s": None,
             "switched_at_unix": None, "switch_after_breach_s": None, "switch_after_rule_s": None, "last": [],
             "error": None,
-        }  # fmt: skip
+        }
 
     def judge(self, view: RunView, until_s: float) -> list[dict]:
         """The N trailing windows that end at ``until_s``, each with its values and flag (None: not judged)."""
@@ -88,11 +88,11 @@ class RouteFallback:
             for c in self.rule.conditions:
                 value, ref = window_value(c, a), window_value(c, b)
                 checks.append({"condition": c.text, "value": value, "reference": ref,
-                               "breached": c.breached(value, ref)})  # fmt: skip
+                               "breached": c.breached(value, ref)})
             flags = [x["breached"] for x in checks]
             flagged = True if any(f is True for f in flags) else (None if all(f is None for f in flags) else False)
             out.append({"start_s": a.start_s, "end_s": a.end_s, "requests": [a.requests, b.requests],
-                        "flagged": flagged, "checks": checks})  # fmt: skip
+                        "flagged": flagged, "checks": checks})
         return out
 
     def check(self, view: RunView, until_s: float, now_s: float) -> bool:
@@ -112,9 +112,9 @@ class RouteFallback:
         s["switch_after_breach_s"] = now_s - windows[0]["end_s"]
         s["switch_after_rule_s"] = now_s - until_s
         why = "; ".join(f"{x['start_s']:.0f}-{x['end_s']:.0f} s: " + ", ".join(
-            f"{c['condition']} ({_fmt(c)})" for c in x["checks"] if c["breached"]) for x in windows)  # fmt: skip
+            f"{c['condition']} ({_fmt(c)})" for c in x["checks"] if c["breached"]) for x in windows)
         log.error(f"--route-fallback: {self.rule.source} -> {self.rule.target} at {now_s:.1f} s "
-                  f"({s['switch_after_breach_s']:.1f} s after the first flagged window ended): {why}")  # fmt: skip
+                  f"({s['switch_after_breach_s']:.1f} s after the first flagged window ended): {why}")
         return True
 
 
@@ -214,7 +214,7 @@ def server_figures(server: dict | None) -> dict | None:
     def gauge(key: str) -> dict:
         vals = [float(x[key]) for x in series if x.get(key) is not None]
         return {"mean": sum(vals) / len(vals) if vals else None, "max": max(vals) if vals else None,
-                "last": vals[-1] if vals else None}  # fmt: skip
+                "last": vals[-1] if vals else None}
 
     def delta(key: str) -> float | None:
         vals = [float(x[key]) for x in series if x.get(key) is not None]

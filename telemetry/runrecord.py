@@ -128,7 +128,7 @@ def read_server_env(host: str, metrics: str | None, headers: dict[str, str] | No
     headers = headers or {}
     base = host.rstrip("/").removesuffix("/v1")
     env: dict = {"url": base, "version": None, "model": None, "max_model_len": None, "cache_config": None,
-                 "errors": {}}  # fmt: skip
+                 "errors": {}}
     try:
         env["version"] = str(json.loads(_get(base + "/version", headers))["version"])
     except Exception as e:  # noqa: BLE001 — a server without /version is recorded, not fatal
@@ -246,9 +246,9 @@ class GpuWatch:
 
         gpus = [{**g, **{k: whole(g[k]) for k in ("memory_total_bytes", "memory_used_start_bytes",
                                                    "memory_used_peak_bytes")}}
-                for _gid, g in sorted(self.gpus.items())]  # fmt: skip
+                for _gid, g in sorted(self.gpus.items())]
         return {"url": self.url, "gpus": gpus, "scrapes": self.scrapes, "scrape_failures": self.errors,
-                "last_error": self.last_error}  # fmt: skip
+                "last_error": self.last_error}
 
 
 class RunRecorder:
@@ -317,7 +317,7 @@ class RunRecorder:
         classes = [
             {"name": c.__name__, "weight": getattr(c, "weight", 1), "fixed_count": getattr(c, "fixed_count", 0)}
             for c in (env.user_classes or [])
-        ]  # fmt: skip
+        ]
         stopped = env.llm.stopped_by
         detectors = (view.detectors or {}).get("stopped_by") if isinstance(view.detectors, dict) else None
         if stopped is None and detectors:
@@ -347,5 +347,5 @@ class RunRecorder:
 
 def _pyproject_version() -> str | None:
     m = re.search(r'^version\s*=\s*"([^"]+)"', (ROOT / "pyproject.toml").read_text(), re.MULTILINE) if (
-        ROOT / "pyproject.toml").exists() else None  # fmt: skip
+        ROOT / "pyproject.toml").exists() else None
     return m.group(1) if m else None

@@ -156,7 +156,7 @@ class ServerScraper:
             if not self._warned:
                 self._warned = True
                 log.warning(f"server metrics scrape of {self.url} failed ({type(e).__name__}: {e}); "
-                            "counting failures and retrying quietly")  # fmt: skip
+                            "counting failures and retrying quietly")
             return None
         self.successes += 1
         sample["t"] = wall - self._t0_wall

@@ -20,7 +20,7 @@ from telemetry.slo import verdict_line
 STAGE_TABLE: dict[str, int] = {"ttft": 17, "itl": 15, "tpot": 15}
 """Per-stage metrics in the console's stage table (registry key -> width of its p50/p99 column), in order."""
 STAGES_CSV: dict[str, tuple[str, ...]] = {"ttft": ("p50", "p99"), "itl": ("p50", "p99"), "tpot": ("p50",),
-                                          "e2e": ("p99",), "ttst": ("p50", "p99"), "ttfa": ("p50", "p99")}  # fmt: skip
+                                          "e2e": ("p99",), "ttst": ("p50", "p99"), "ttfa": ("p50", "p99")}
 """Per-stage metrics given as ``<key>_<q>_ms`` columns of the stages CSV (registry key -> quantiles), in order."""
 REASONING_ONLY = ("ttfa", "thinking", "answer_span")
 """Metrics that say something only when a request reasoned (without reasoning TTFA equals TTFT, there is no
@@ -49,10 +49,10 @@ def console_table(s: dict) -> str:
         )
     t, r = s["tokens"], s["requests"]
     lines.append(f"tokens: output {t['output']} ({_f(t['output_per_s'])} tok/s), prompt {t['prompt']}, "
-                 f"source {t['source']}, prompt mismatch {_f(t['prompt_mismatch_ratio'], '{:.2%}')}")  # fmt: skip
+                 f"source {t['source']}, prompt mismatch {_f(t['prompt_mismatch_ratio'], '{:.2%}')}")
     errs = ", ".join(f"{k} {n}" for k, n in r["errors"].items())
     lines.append(f"requests: {r['total']} total, {r['ok']} ok, {r['failed']} failed" + (f" ({errs})" if errs else "")
-                 + f"; goodput {_f(s['goodput_rps'], '{:.2f}')} req/s")  # fmt: skip
+                 + f"; goodput {_f(s['goodput_rps'], '{:.2f}')} req/s")
     server = s["server"]
     if server.get("scrapes"):
         kv = server["kv_cache_usage"]
@@ -65,7 +65,7 @@ def console_table(s: dict) -> str:
     if pc.get("hit_rate") is not None:
         share = pc.get("workload_share")
         lines.append(f"server prefix cache: hit rate {pc['hit_rate']:.1%}"
-                     + (f" (the workload itself repeats {share:.1%})" if share is not None else ""))  # fmt: skip
+                     + (f" (the workload itself repeats {share:.1%})" if share is not None else ""))
     if pc.get("warning"):
         lines.append(f"WARNING: {pc['warning']}")
     if s["client_kv_block_fill"]["mean"] is not None:
@@ -108,7 +108,7 @@ def _has_stage_table(stages: list[dict]) -> bool:
 
 
 STAGE_LINE2 = (*((f"{BY_KEY[k].label} p50/p99", w) for k, w in STAGE_TABLE.items()), ("client KV fill", 16),
-               ("server KV mean/max", 20), ("preempt", 9), ("queue p50/p99", 15))  # fmt: skip
+               ("server KV mean/max", 20), ("preempt", 9), ("queue p50/p99", 15))
 """Second line of a stage row: (heading, width). Latencies in ms."""
 
 
@@ -147,7 +147,7 @@ def stage_table(stages: list[dict], saturation: dict | None) -> list[str]:
     ]
     for st, name, inp in zip(stages, names, inputs, strict=True):
         out.append(f"{name:<{wn}}{_load(st):<14}{inp:<{wi}}{st['requests']:>9}"
-                   f"{_f(st.get('prompt_tokens_mean')):>12}{_f(st.get('output_per_s')):>11}")  # fmt: skip
+                   f"{_f(st.get('prompt_tokens_mean')):>12}{_f(st.get('output_per_s')):>11}")
         kv = f"{_f(st.get('server_kv_usage_mean'), '{:.1%}')}/{_f(st.get('server_kv_usage_max'), '{:.1%}')}"
         values = {
             **{f"{BY_KEY[k].label} p50/p99": _pair(st.get(BY_KEY[k].summary_key)) for k in STAGE_TABLE},
@@ -194,7 +194,7 @@ def stages_rows(summary: dict) -> list[list]:
     metric of :data:`STAGES_CSV` and its quantiles."""
     cols = ("name", "users", "rate", "input_len", "start_s", "end_s", "requests", "output_per_s",
             "prompt_tokens_mean", "client_kv_block_fill", "server_kv_usage_mean", "server_kv_usage_max",
-            "preemptions")  # fmt: skip
+            "preemptions")
     quantiles = [(BY_KEY[k].summary_key, q) for k, qs in STAGES_CSV.items() for q in qs]
     rows = [[*cols, *(f"{key.removesuffix('_ms')}_{q}_ms" for key, q in quantiles)]]
     for st in summary["stages"]:

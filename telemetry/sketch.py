@@ -98,7 +98,7 @@ class LogSketch:
         return idx
 
     def add_binned(self, lo: int, binned: np.ndarray, count: int, total: float, vmin: float, vmax: float,
-                   zero: int = 0) -> None:  # fmt: skip
+                   zero: int = 0) -> None:
         """Add pre-binned counts (from :meth:`bin`) with the exact count/sum/min/max of the values behind them."""
         if count == 0:
             return

@@ -121,7 +121,7 @@ def _turns(view: RunView, warmup: set[str]) -> list[dict]:
         {"turn": i, "requests": t.requests, "ttft_ms": q_ms(t.ttft),
          "prompt_tokens_mean": t.prompt_tokens / t.ok if t.ok else None}
         for i, t in sorted(turns.items())
-    ]  # fmt: skip
+    ]
 
 
 def _server_section(view: RunView) -> dict:
@@ -185,7 +185,7 @@ def timeseries(view: RunView, window_s: float | None = None) -> dict:
             "output_tokens": w.output_tokens,
             "output_per_s": w.output_tokens / span if span > 0 else None,
             **{f"{m}_ms": q_ms(s) for m, s in w.sketches.items()},
-        })  # fmt: skip
+        })
     return {"window_s": window_s, "client": windows, "server": view.server_series}
 
 
@@ -231,7 +231,7 @@ def build_summary(view: RunView, hooks: SummaryHooks | None = None) -> dict:
             "prompt_mismatch_ratio": (
                 view.merged.mismatch_abs / view.merged.mismatch_server if view.merged.mismatch_server else None
             ),
-        },  # fmt: skip
+        },
         **{f"{m}_ms": q_ms(s) for m, s in sketches.items()},
         "goodput_rps": good / duration if duration > 0 else None,
         "slo": {"passed": all(c["passed"] for c in checks), "checks": checks},

@@ -109,7 +109,7 @@ class RunView:
     def server_kv_usages(self, start_s: float, end_s: float) -> list[float]:
         """The scraped server KV usages (0..1) taken in ``[start_s, end_s)`` (a stage's span)."""
         return [d["kv_cache_usage"] for d in self.server_series
-                if start_s <= d["t"] < end_s and d.get("kv_cache_usage") is not None]  # fmt: skip
+                if start_s <= d["t"] < end_s and d.get("kv_cache_usage") is not None]
 
     def client_kv_fill_of(self, stage: str) -> float | None:
         """A stage's mean client-side KV block fill (0..1); None before a sample."""

@@ -37,7 +37,7 @@ def _stats(name: str, values_s: list[float]) -> dict:
     """vLLM's ``process_one_metric``: mean/median/std/pNN in ms, 0 for an empty list (``np.mean(values or 0)``)."""
     v = values_s or 0
     out = {f"mean_{name}_ms": float(np.mean(v)) * 1000, f"median_{name}_ms": float(np.median(v)) * 1000,
-           f"std_{name}_ms": float(np.std(v)) * 1000}  # fmt: skip
+           f"std_{name}_ms": float(np.std(v)) * 1000}
     for p in PERCENTILES:
         out[f"p{p}_{name}_ms"] = float(np.percentile(v, p)) * 1000
     return out
@@ -72,7 +72,7 @@ def vllm_bench_result(summary: dict, records: list[dict], options=None) -> dict:
     total_in = sum(r["prompt_tokens"] for r in ok)
     total_out = sum(out_lens)
     tpots = [(r[E2E] - r[TTFT]) / 1000 / (r["output_tokens"] - 1)
-             for r in ok if r["output_tokens"] > 1 and r[TTFT] is not None]  # fmt: skip
+             for r in ok if r["output_tokens"] > 1 and r[TTFT] is not None]
     rate = getattr(options, "arrival_rate", None) if options is not None else None
     stages = summary.get("stages") or []
     users = [s.get("users") for s in stages if isinstance(s.get("users"), int)]

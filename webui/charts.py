@@ -170,11 +170,11 @@ def _batching_verdict(att) -> str | None:
 
 def _card(key: str, value: str, sub: str = "") -> str:
     return (f'<div class="card" data-key="{escape(key)}"><div class="k">{escape(key)}</div>'
-            f'<div class="v">{escape(value)}</div><div class="s">{escape(sub)}</div></div>')  # fmt: skip
+            f'<div class="v">{escape(value)}</div><div class="s">{escape(sub)}</div></div>')
 
 
 def stage_view(progress: Mapping | None, live: Mapping, summary: Mapping, users: int | None,
-               state: str | None, sweep: bool = False) -> dict:  # fmt: skip
+               state: str | None, sweep: bool = False) -> dict:
     """The stage view's figures (plain data, also in the JSON) from the shape's progress, live() and the summary."""
     stages = live.get("stages") or []
     sat = summary.get("saturation") if isinstance(summary.get("saturation"), Mapping) else {}
@@ -247,7 +247,7 @@ def stage_html(v: Mapping) -> str:
     fb = v.get("route_fallback")
     if fb:
         state = (f"switched at {fb['switched_at_s']:.0f} s" if fb.get("fired") else
-                 "not run" if fb.get("error") else "watching")  # fmt: skip
+                 "not run" if fb.get("error") else "watching")
         sub = fb.get("error") or (f"{fb['switch_after_breach_s']:.1f} s after the breach" if fb.get("fired") else "")
         cards.append(_card("route fallback", f"{fb.get('from')} → {fb.get('to')}: {state}", f"{fb['rule']} {sub}"))
     return "".join(cards)
@@ -274,7 +274,7 @@ class ChartsPage:
         progress = shape.progress() if callable(getattr(shape, "progress", None)) else None
         runner = env.runner
         view = stage_view(progress, live, summary, getattr(runner, "user_count", None),
-                          getattr(runner, "state", None), sweep=callable(getattr(shape, "progress", None)))  # fmt: skip
+                          getattr(runner, "state", None), sweep=callable(getattr(shape, "progress", None)))
         figures = []
         lag = SETTLE_MASTER_S if isinstance(runner, MasterRunner) else SETTLE_S
         over = final is not None or getattr(runner, "state", None) not in ACTIVE  # a web run stopped: no final yet
@@ -307,7 +307,7 @@ class ChartsPage:
                 log.exception("%s failed", DATA_ROUTE)
                 self._warned = True
             return Response(json.dumps({"error": f"{type(e).__name__}: {e}"}), status=500,
-                            mimetype="application/json")  # fmt: skip
+                            mimetype="application/json")
         return Response(body, mimetype="application/json", headers={"Cache-Control": "no-store"})
 
     def page(self) -> Response:

@@ -66,7 +66,7 @@ def window_rows(windows: list[Window], flagged: set[int]) -> list[dict]:
             "waiting_max": w.waiting_max, "kv_usage_max": w.kv_usage_max, "preemptions": w.preemptions,
             "server_ms": {name: h.to_q() for name, h in w.server.items() if h.count > 0},
             "batching_flagged": w.index in flagged,
-        })  # fmt: skip
+        })
     return rows
 
 

@@ -76,7 +76,7 @@ SPIKE_METRICS = {"ttft_p99_ms": "TTFT p99", "itl_p99_ms": "ITL p99"}
 SLOWEST_COLUMNS = (("request_id", "request"), ("client_ttft_ms", "client TTFT"), ("server_ttft_ms", "server TTFT"),
                    ("queue_ms", "queue"), ("prefill_ms", "prefill"), ("decode_ms", "decode"),
                    ("client_e2e_ms", "client E2E"), ("server_e2e_ms", "server E2E"),
-                   ("remainder_ttft_ms", "TTFT remainder"), ("remainder_e2e_ms", "E2E remainder"))  # fmt: skip
+                   ("remainder_ttft_ms", "TTFT remainder"), ("remainder_e2e_ms", "E2E remainder"))
 SLOWEST_SHOWN = 5
 
 
@@ -86,12 +86,12 @@ def _tail(att: Mapping) -> str:
     bn = att.get("bottleneck")
     if isinstance(bn, Mapping) and bn.get("cause"):
         out.append(f"<p><b>Bottleneck: {escape(str(bn['cause']))}</b> — {escape(str(bn.get('evidence', '')))}"
-                   f" <small>(from {escape(str(bn.get('source', '')))})</small></p>")  # fmt: skip
+                   f" <small>(from {escape(str(bn.get('source', '')))})</small></p>")
     tail = att.get("tail") or {}
     if tail.get("source") != "spans":
         if tail.get("statement"):
             out.append(note(f"No server spans joined (--otlp-receiver): the split is the histograms' mean — "
-                            f"{tail['statement']}"))  # fmt: skip
+                            f"{tail['statement']}"))
         return "".join(out)
     out.append("<h3>The tail, request by request (server spans joined)</h3>")
     out.extend(f"<p>{escape(tail[by]['statement'])}</p>" for by in ("ttft", "e2e") if isinstance(tail.get(by), Mapping))
@@ -99,7 +99,7 @@ def _tail(att: Mapping) -> str:
         if not rows:
             continue
         body = [[str(r.get(k)) if k == "request_id" else ms(r.get(k)) for k, _ in SLOWEST_COLUMNS]
-                for r in rows[:SLOWEST_SHOWN]]  # fmt: skip
+                for r in rows[:SLOWEST_SHOWN]]
         out.append(f"<p>Slowest by {escape(by.upper())} (ms)</p>")
         out.append(table([label for _, label in SLOWEST_COLUMNS], body, cls="slowest"))
     return "".join(out)

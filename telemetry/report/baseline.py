@@ -24,7 +24,7 @@ CHARTS = (("Output tokens/s", (("output tok/s", lambda st: st.get("output_per_s"
           ("TPOT", (("p50", lambda st: qv(st.get("tpot_ms"), "p50")), ("p99", lambda st: qv(st.get("tpot_ms"), "p99"))),
            "ms"),
           ("E2E", (("p50", lambda st: qv(st.get("e2e_ms"), "p50")), ("p99", lambda st: qv(st.get("e2e_ms"), "p99"))),
-           "ms"))  # fmt: skip
+           "ms"))
 """(title, ((series label, value of a stage), ...), y label)."""
 
 
@@ -45,17 +45,17 @@ def baseline_section(summary: Mapping, base: Mapping) -> str:
             color = PALETTE[i * 2 % len(PALETTE)]
             series.append(Series(f"this run {label}", xs, [take(ours[n]) if n in ours else None for n in names], color))
             series.append(Series(f"baseline {label}", xs, [take(theirs[n]) if n in theirs else None for n in names],
-                                 color, dashed=True))  # fmt: skip
+                                 color, dashed=True))
         charts.append(line_chart(f"{title}: this run and the baseline", series, x_label="stage", y_label=unit,
-                                 x_names=x_names))  # fmt: skip
+                                 x_names=x_names))
     grid = '<div class="grid">' + "".join(figure(c) for c in charts if c) + "</div>"
     compared = rows(base, summary)
     body = [[r.scope, r.figure, fmt_value(r.base), fmt_value(r.new), fmt_value(r.delta),
-             f"{r.percent:+.1f}%" if r.percent is not None else "-"] for r in compared]  # fmt: skip
+             f"{r.percent:+.1f}%" if r.percent is not None else "-"] for r in compared]
     run = base.get("run") or {}
     when = f" started {run.get('started_utc')}" if run.get("started_utc") else ""
     head = ["scope", "figure", "baseline", "this run", "delta", "delta %"]
     return section("baseline", "Against the baseline",
                    note(f"Baseline: {base.get('model') or '?'} at {base.get('host') or '?'}{when}; this run solid, the "
                         "baseline dashed, stages matched by name."),
-                   grid, table(head, body, cls="num"))  # fmt: skip
+                   grid, table(head, body, cls="num"))

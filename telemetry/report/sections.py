@@ -29,7 +29,7 @@ REPORT_CARDS = ("ttft", "itl", "ttst", "ttfa")
 REPORT_STAGES: dict[str, tuple[str, ...]] = {
     "ttft": ("p50", "p99"), "itl": ("p50", "p99"), "tpot": ("p99",), "e2e": ("p99",), "client_queue": ("p99",),
     "ttst": ("p50", "p99"), "prompt_build": ("p99",), "ttfa": ("p50", "p99"), "thinking": ("p50",),
-}  # fmt: skip
+}
 """Quantile columns of the stages table (per-stage metrics)."""
 REPORT_VERSIONS: dict[str, tuple[str, ...]] = {k: ("p50", "p99") for k in ("ttft", "itl", "ttst", "ttfa")}
 """Quantile columns of the route versions table."""
@@ -160,7 +160,7 @@ def load_charts(s: Mapping) -> list[str]:
         x_label=x_label, y_label="output tokens/s", y2_label="requests/s", markers=markers, x_names=names,
     )
     latency = [line_chart(f"{title} against load", series, x_label=x_label, y_label="ms", markers=markers,
-                          x_names=names) for title, series in _load_series(measured, xs).items()]  # fmt: skip
+                          x_names=names) for title, series in _load_series(measured, xs).items()]
     return [c for c in (thr, *latency) if c]
 
 
@@ -216,18 +216,18 @@ def versions(s: Mapping) -> str:
             brows.append([escape(str(v)), escape(str(t.get("name", "–"))), escape(str(t.get("compat_level", "–"))),
                           ratio(d.get("prompt_mismatch_ratio")), ratio(kv.get("mean")), ratio(kv.get("max")),
                           num((sv.get("requests_waiting") or {}).get("max")), num(sv.get("preemptions")),
-                          ratio(sv.get("prefix_cache_hit_rate")), num(sv.get("scrape_failures"))])  # fmt: skip
+                          ratio(sv.get("prefix_cache_hit_rate")), num(sv.get("scrape_failures"))])
         out += table(["version", "tokenizer", "compat", "prompt mismatch", "server KV mean", "KV max", "waiting max",
-                      "preemptions", "prefix hit rate", "failed scrapes"], brows, cls="num", raw=True)  # fmt: skip
+                      "preemptions", "prefix hit rate", "failed scrapes"], brows, cls="num", raw=True)
     fb = s.get("route_fallback")
     if fb:  # note() escapes
         if fb.get("fired"):
             shares = "; ".join(f"{side}: " + (", ".join(f"{v} {num(x.get('sent'))} ({ratio(x.get('share'))})"
                                                         for v, x in (fb.get(side) or {}).items()) or "none")
-                               for side in ("before", "after"))  # fmt: skip
+                               for side in ("before", "after"))
             text = (f"Fallback {fb.get('from')} → {fb.get('to')} at {num(fb.get('switched_at_s'), 1)} s, "
                     f"{num(fb.get('switch_after_breach_s'), 1)} s after the first flagged window ended "
-                    f"({fb.get('rule')}). Requests sent {shares}.")  # fmt: skip
+                    f"({fb.get('rule')}). Requests sent {shares}.")
         else:
             text = f"Fallback rule {fb.get('rule')}: {fb.get('error') or 'did not fire.'}"
         out += note(text)

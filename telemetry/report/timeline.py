@@ -105,7 +105,7 @@ def _client_windows(s: Mapping) -> list[Mapping]:
 
 LATENCY_LINES = (("ttft", "p50", PALETTE[0], False), ("ttft", "p99", PALETTE[1], False),
                  ("tpot", "p50", PALETTE[2], True), ("itl", "p50", PALETTE[4], True),
-                 ("itl", "p99", PALETTE[3], True))  # fmt: skip
+                 ("itl", "p99", PALETTE[3], True))
 """(metric, quantile, colour, on the right-hand axis) of the latency-over-time chart."""
 
 
@@ -118,10 +118,10 @@ def latency_timeline(s: Mapping) -> str:
     labels = {m.key: m.label for m in having("distribution")} | {"itl": "ITL"}
     series = [Series(f"{labels.get(key, key)} {q}", mid, [qv(w.get(f"{key}_ms"), q) for w in client], color,
                      right=right, dashed=right)
-              for key, q, color, right in LATENCY_LINES]  # fmt: skip
+              for key, q, color, right in LATENCY_LINES]
     return line_chart("Client latency over time", series,
                       x_label="seconds since start", y_label="TTFT ms", y2_label="TPOT / ITL ms",
-                      markers=_stage_markers(s), x_from_zero=True)  # fmt: skip
+                      markers=_stage_markers(s), x_from_zero=True)
 
 
 def throughput_timeline(s: Mapping) -> str:

@@ -134,7 +134,7 @@ def test_worker_watch_warns_once_when_lost_and_forgets_it_when_it_heartbeats_aga
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert len(warnings) == 2 and merger.lost_workers == {"w1", "w2"}
     assert warnings[0] == ("WARNING: worker w1 stopped sending heartbeats (killed or hung); the LLM summary keeps "
-                           "the 42 requests it reported, last report 7 s ago; its later results are lost")  # fmt: skip
+                           "the 42 requests it reported, last report 7 s ago; its later results are lost")
     assert "worker w2 stopped sending heartbeats" in warnings[1]
     assert "nothing from it (it never reported)" in warnings[1]
 

@@ -90,7 +90,7 @@ def test_take_resets_and_merge_of_parts_equals_one_process():
     rng = np.random.default_rng(5)
     results = [make_result(ttft=float(rng.uniform(0.05, 0.5)), itl=rng.uniform(0.005, 0.05, 39),
                            tokens=40, stage=f"s{i % 2}", ok=bool(i % 7), error_kind=None if i % 7 else "timeout")
-               for i in range(300)]  # fmt: skip
+               for i in range(300)]
     whole = Recorder()
     for r in results:
         whole.record(r)

@@ -39,7 +39,7 @@ def run(tmp_path_factory):
     summary = hub.summary()
     stats, stages = write_csv(summary, str(tmp_path_factory.mktemp("ttst") / "run"))
     yield {"hub": hub, "summary": summary, "stats": list(csv.DictReader(open(stats))),
-           "stages": list(csv.DictReader(open(stages)))}  # fmt: skip
+           "stages": list(csv.DictReader(open(stages)))}
     role.close()
 
 

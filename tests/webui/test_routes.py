@@ -64,7 +64,7 @@ def test_metrics_and_report_read_the_live_run(env):
     metrics = client.get("/llm/metrics")
     assert metrics.status_code == 200 and metrics.mimetype == "text/plain"
     assert 'llm_time_to_first_token_seconds_count{stage="main",user_class="SynthUser"} 3.0' in metrics.get_data(
-        as_text=True)  # fmt: skip
+        as_text=True)
     report = client.get("/llm/report")
     assert report.status_code == 200 and report.mimetype == "text/html"
     assert "TTFT distribution" in report.get_data(as_text=True)

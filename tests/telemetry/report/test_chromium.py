@@ -57,7 +57,7 @@ def test_report_renders_offline_with_plots(browser, tmp_path):
     for width in (1000, 600):  # the wide stage table scrolls inside its card; the page never scrolls sideways
         browser.set_window_size(width, 1000)
         page_w, view_w = browser.execute_script("return [document.documentElement.scrollWidth, "
-                                                "document.documentElement.clientWidth]")  # fmt: skip
+                                                "document.documentElement.clientWidth]")
         assert page_w <= view_w, (width, page_w, view_w)
     total_h = browser.execute_script("return document.body.scrollHeight")
     browser.set_window_size(1400, min(total_h + 40, 9000))
