@@ -17,7 +17,7 @@ import time
 
 import numpy as np
 
-from telemetry.recorder import Recorder
+from telemetry.measure.recorder import Recorder
 from users.result import GenerationResult, RequestMeta
 from workload.argtypes import non_negative_seconds, positive_int, seed
 

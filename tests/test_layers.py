@@ -1,6 +1,7 @@
 """Imports go one way (docs/architecture.md "Layers"): no cycle among the project's modules or packages, and no
 package imports a layer above its own. The graph is built from the source with ``ast`` (every ``import``, also
-inside functions and under ``TYPE_CHECKING``), tests excluded.
+inside functions and under ``TYPE_CHECKING``), tests excluded. Inside telemetry, its measurement
+(``telemetry/measure/``) imports neither its live control nor its outputs.
 
 The layers share a Locust environment's state through one typed context, ``environment.llm`` (run/context.py),
 never through loose ``environment.llm_*`` attributes read back with ``getattr(..., default)``: an ``ast`` walk of
@@ -236,3 +237,14 @@ def test_no_formatter_markers():
     wrong = [f"{path.relative_to(ROOT)}:{line}" for path in files
              for line in formatter_markers(path.read_text(encoding="utf-8"))]
     assert wrong == [], "the project is checked by ruff check, not formatted: drop the formatter marker"
+
+
+TELEMETRY_ABOVE_MEASURE = ("telemetry.control", "telemetry.outputs", "telemetry.attribution", "telemetry.traces")
+"""telemetry's parts that judge or present the run: its measurement (``telemetry.measure``) imports none of them."""
+
+
+def test_telemetry_measurement_imports_no_judge_or_output():
+    measure = [m for m in GRAPH if m.startswith("telemetry.measure.")]
+    assert "telemetry.measure.recorder" in measure and "telemetry.measure.view" in GRAPH["telemetry.measure.runstate"]
+    wrong = [f"{a} -> {b}" for a in measure for b in GRAPH[a] if b.startswith(TELEMETRY_ABOVE_MEASURE)]
+    assert wrong == [], "telemetry/measure/ is below the live control and the outputs (docs/architecture.md)"

@@ -135,7 +135,7 @@ class UsersPlugin:
             why = {"option": "--tokenizer", "model": f"for the served model {chosen.model!r}",
                    "hub": f"Hugging Face {chosen.model!r}", "fallback": "fallback"}[chosen.source]
             log.info("LLM users: tokenizer %s (%s), sha256 %s", chosen.name, why, chosen.hash[:16])
-        environment.llm.tokenizer = chosen  # the summary's run.tokenizer (telemetry/runrecord.py)
+        environment.llm.tokenizer = chosen  # the summary's run.tokenizer (telemetry/outputs/runrecord.py)
 
     def _master_tokenizer(self, environment) -> None:
         """The master runs no users but writes the summary: it makes the same choice as the workers (the same

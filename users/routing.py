@@ -2,7 +2,7 @@
 each version's tokenizer, and a fallback applied to this process's route table.
 
 The grammars are the bottom layer's (:mod:`workload.routing`); the master's part — judging ``--route-fallback``
-and the summary's ``versions`` / ``route_fallback`` — is :mod:`telemetry.routing`.
+and the summary's ``versions`` / ``route_fallback`` — is :mod:`telemetry.control.routing`.
 
 Options (each validated by its argparse ``type``, kept as normalized text, parsed again at ``test_start``):
 
@@ -93,7 +93,7 @@ def route_fallback_type(metrics: frozenset[str] | None) -> Callable[[str], str]:
 
 def add_arguments(parser, fallback_metrics: frozenset[str] | None) -> None:
     """Register every routing option; ``fallback_metrics``: the latency metrics a fallback rule may name (the ones
-    telemetry keeps per version and window, ``telemetry.routing.FALLBACK_METRICS``)."""
+    telemetry keeps per version and window, ``telemetry.control.routing.FALLBACK_METRICS``)."""
     add = parser.add_argument
     add(
         "--route-table",

@@ -24,7 +24,7 @@ from pathlib import Path
 from flask import Blueprint, Response
 
 from run.context import attach
-from telemetry.sinks import csv_text, json_bytes, stages_rows, stats_rows
+from telemetry.outputs.sinks import csv_text, json_bytes, stages_rows, stats_rows
 
 log = logging.getLogger(__name__)
 

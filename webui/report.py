@@ -11,7 +11,7 @@ import logging
 from flask import Blueprint, Response
 
 from run.context import attach
-from telemetry.report.render import render
+from telemetry.outputs.report.render import render
 
 log = logging.getLogger(__name__)
 

@@ -11,7 +11,7 @@ NVIDIA's dcgm-exporter instead, from `DCGM_FI_DEV_FB_USED` / `DCGM_FI_DEV_FB_FRE
 (%), whichever exists (PromQL `or`, ours first). Stage boundaries are annotations drawn from `llm_stage_info`. The
 client latency panels are :data:`METRIC_PANELS` (keyed by telemetry.metrics' registry key: a panel's kind, title,
 help and vLLM's histograms of the same quantity), so a new client metric gets its panel with one entry there; the
-live detectors' gauges (telemetry/detectors.py) have their own panels.
+live detectors' gauges (telemetry/control/detectors.py) have their own panels.
 
 Imports anywhere: every query reads the datasource variable ``${datasource}`` (no hard-coded uid), ``__inputs``
 lets Grafana's import dialog ask for the Prometheus to use, and the variables ``model`` (vLLM's ``model_name``),
@@ -215,9 +215,9 @@ PANELS: list[Panel] = [
             Target("llm_batching_degraded", "batching degraded"),
             Target("llm_slo_breached", "SLO breached: {{slo}}"),
         ],
-        "1 while the load generator's live detector fires (telemetry/detectors.py, every second on the trailing "
-        "--batching-windows windows): the batching-collapse rule, each SLO. The alerts LLMBatchingCollapsed and "
-        "LLMSLOBreached read the same gauges.",
+        "1 while the load generator's live detector fires (telemetry/control/detectors.py, every second on the "
+        "trailing --batching-windows windows): the batching-collapse rule, each SLO. The alerts "
+        "LLMBatchingCollapsed and LLMSLOBreached read the same gauges.",
         max=1.0,
     ),
     Panel(

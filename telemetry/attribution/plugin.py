@@ -13,9 +13,9 @@ from run.hooks import SummaryHooks
 from telemetry.attribution.bottleneck import verdict
 from telemetry.attribution.console import console_lines
 from telemetry.attribution.section import AttributionConfig, build
-from telemetry.sketch import LogSketch
-from telemetry.summary import q_ms
-from telemetry.view import RunView
+from telemetry.measure.sketch import LogSketch
+from telemetry.measure.view import RunView
+from telemetry.outputs.summary import q_ms
 
 
 def section(view: RunView, summary: dict | None = None) -> dict:

@@ -25,8 +25,8 @@ from telemetry.attribution.options import (
 from telemetry.attribution.source import client_windows, server_deltas, server_samples
 from telemetry.attribution.spikes import SpikeRule, find_spikes
 from telemetry.attribution.window import Window, align
+from telemetry.measure.view import RunView
 from telemetry.options import ATTRIBUTION_WINDOW_DEFAULT
-from telemetry.view import RunView
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,8 +71,8 @@ def window_rows(windows: list[Window], flagged: set[int]) -> list[dict]:
 
 
 def _client_q(cells, metric: str) -> dict:
-    from telemetry.recorder import Recorder
-    from telemetry.summary import q_ms
+    from telemetry.measure.recorder import Recorder
+    from telemetry.outputs.summary import q_ms
 
     return q_ms(Recorder.merged_sketch(cells, metric))
 

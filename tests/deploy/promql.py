@@ -17,7 +17,8 @@ from tests.support import ROOT
 
 DASHBOARD = ROOT / "deploy" / "grafana" / "dashboards" / "deepseek-locust.json"
 
-# The exporter's names (telemetry/metrics.py, telemetry/exporter.py) and vLLM's: what the dashboard may refer to.
+# The exporter's names (telemetry/metrics.py, telemetry/outputs/exporter.py) and vLLM's: what the dashboard
+# may refer to.
 CLIENT_METRICS = {
     "llm_time_to_first_token_seconds", "llm_inter_token_latency_seconds", "llm_time_per_output_token_seconds",
     "llm_request_duration_seconds", "llm_decode_span_seconds", "llm_requests_total", "llm_prompt_tokens_total",

@@ -20,7 +20,7 @@ from tests.support import ROOT
 PROM_DIR = ROOT / "deploy" / "prometheus"
 RULE_FILES = sorted((PROM_DIR / "rules").glob("*.yml"))
 TEST_FILES = sorted((PROM_DIR / "tests").glob("*.yml"))
-# The exporter's live detector gauges (telemetry/detectors.py, in promql.CLIENT_METRICS): the SLO-breach and
+# The exporter's live detector gauges (telemetry/control/detectors.py, in promql.CLIENT_METRICS): the SLO-breach and
 # batching-collapse alerts read them.
 DETECTOR_GAUGES = {"llm_slo_breached", "llm_slo_value", "llm_slo_threshold", "llm_batching_degraded"}
 PROMETHEUS_SERIES = {"up"}  # written by Prometheus itself for every target

@@ -12,7 +12,7 @@ import gevent
 import jsonschema
 import pytest
 
-from telemetry.client_load import ADVICE, ClientLoad, LoopProbe
+from telemetry.control.client_load import ADVICE, ClientLoad, LoopProbe
 from tests.support import LOCUST, PY, ROOT, Proc, free_port, wait_http
 
 

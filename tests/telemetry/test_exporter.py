@@ -8,7 +8,7 @@ import urllib.request
 
 import pytest
 
-from telemetry.exporter import Exporter
+from telemetry.outputs.exporter import Exporter
 from tests.telemetry.helpers import fire, local_env
 from tests.telemetry.synthetic import make_result
 

@@ -1,5 +1,6 @@
-"""--route-fallback on the master (telemetry/routing.py) and each version's own backend scrapes, without network:
-per-version windows from a real Recorder, the switch, the before/after shares, the server figures per version."""
+"""--route-fallback on the master (telemetry/control/routing.py) and each version's own backend scrapes, without
+network: per-version windows from a real Recorder, the switch, the before/after shares, the server figures per
+version."""
 
 from __future__ import annotations
 
@@ -7,10 +8,10 @@ import argparse
 
 import pytest
 
-from telemetry.recorder import Recorder
-from telemetry.routing import RouteFallback, fallback_section, server_figures, versions_section
+from telemetry.control.routing import RouteFallback, fallback_section, server_figures, versions_section
+from telemetry.measure.recorder import Recorder
+from telemetry.measure.view import RunView
 from telemetry.slo import SloSet
-from telemetry.view import RunView
 from tests.support import free_port
 from tests.telemetry.helpers import local_env
 from tests.telemetry.synthetic import make_result
@@ -146,8 +147,8 @@ def test_compare_rows_each_versions_own_backend() -> None:
 
 
 def test_live_view_web_ui_cards_and_report_show_each_version_and_the_switch() -> None:
-    from telemetry.live import live
-    from telemetry.report.sections import versions
+    from telemetry.outputs.live import live
+    from telemetry.outputs.report.sections import versions
     from webui.charts import stage_html, stage_view
 
     rec = _recorder(beta_slow_from=10.0, until=14.0)
@@ -171,7 +172,7 @@ def test_live_view_web_ui_cards_and_report_show_each_version_and_the_switch() ->
 
 
 def test_prometheus_has_each_versions_backend_and_the_fallback_counter() -> None:
-    from telemetry.exporter import llm_registry
+    from telemetry.outputs.exporter import llm_registry
 
     rec = _recorder(beta_slow_from=10.0, until=14.0)
     fb = RouteFallback(FallbackRule.parse("beta->v1 when ttft_p99>+20% for 2 windows"), 2.0)

@@ -19,8 +19,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from telemetry.measure.sketch import DEFAULT_ALPHA
 from telemetry.metrics import BOUNDS
-from telemetry.sketch import DEFAULT_ALPHA
 from tests.requires import require_tool
 from tests.support import LOCUST, PY, Proc, free_port, get_json, prometheus_config, wait_http
 
@@ -32,7 +32,7 @@ LOAD = ["--input-len", "fixed:64", "--output-len", f"fixed:{TOKENS}", "--only-su
 QUIET = ["--server-metrics-url", "off", "--prometheus-port", "0"]
 SECONDS = 10
 # the summary's percentiles come from the cells' sketches: each within DEFAULT_ALPHA (relative) of the exact order
-# statistic of the values it holds (telemetry/sketch.py), whichever process recorded them
+# statistic of the values it holds (telemetry/measure/sketch.py), whichever process recorded them
 PERCENTILES = {"ttft_ms": "ttft", "itl_ms": "itl", "tpot_ms": "tpot", "e2e_ms": "e2e"}
 
 

@@ -14,14 +14,14 @@ import pytest
 
 from shapes.stage import Stage
 from telemetry.compare import rows as compare_rows
-from telemetry.exporter import Exporter
-from telemetry.live import LIVE
+from telemetry.measure.recorder import Cell, Recorder, Slot
 from telemetry.metrics import BOUNDS, BY_KEY, CLIENT_METRICS, PER_REQUEST, having, keys
-from telemetry.recorder import Cell, Recorder, Slot
-from telemetry.report import render
-from telemetry.report.sections import LOAD_CHARTS, REPORT_CARDS, REPORT_STAGES, REPORT_VERSIONS
-from telemetry.requestlog import record_of
-from telemetry.sinks import STAGE_TABLE, STAGES_CSV, console_table, write_csv
+from telemetry.outputs.exporter import Exporter
+from telemetry.outputs.live import LIVE
+from telemetry.outputs.report import render
+from telemetry.outputs.report.sections import LOAD_CHARTS, REPORT_CARDS, REPORT_STAGES, REPORT_VERSIONS
+from telemetry.outputs.requestlog import record_of
+from telemetry.outputs.sinks import STAGE_TABLE, STAGES_CSV, console_table, write_csv
 from tests.deploy.promql import CLIENT_METRICS as KNOWN_CLIENT_NAMES
 from tests.support import ROOT
 from tests.telemetry.helpers import fire, local_env

@@ -9,7 +9,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from telemetry.prefix_cache import PREFIX_CACHE_EXCESS, section, workload_share
+from telemetry.outputs.prefix_cache import PREFIX_CACHE_EXCESS, section, workload_share
 from tests.support import LOCUST, PY, Proc, free_port, wait_http
 from users.options import PROMPT_SALT_DEFAULT, RESOLVED_SALT, prompt_salt, resolve_prompt_salt
 from users.settings import RunSettings

@@ -9,9 +9,9 @@ import msgpack
 import numpy as np
 import pytest
 
-from telemetry.buckets import SUB_10MS, VLLM_ITL, VLLM_REQUEST, VLLM_TTFT, BucketHistogram
+from telemetry.measure.buckets import SUB_10MS, VLLM_ITL, VLLM_REQUEST, VLLM_TTFT, BucketHistogram
+from telemetry.measure.recorder import Recorder
 from telemetry.metrics import BOUNDS
-from telemetry.recorder import Recorder
 from telemetry.slo import SloSet
 from tests.telemetry.synthetic import make_result
 

@@ -16,11 +16,11 @@ from run.hooks import SummaryHooks
 from shapes.plugin import NO_SATURATION
 from shapes.saturation import section as saturation_section
 from shapes.stage import Stage, StageBoard
+from telemetry.measure.recorder import Recorder
+from telemetry.measure.runstate import RunState
+from telemetry.measure.view import RunView
+from telemetry.outputs.summary import build_summary
 from telemetry.plugin import LocalRole, MasterRole, Role, WorkerRole, install, role_for
-from telemetry.recorder import Recorder
-from telemetry.runstate import RunState
-from telemetry.summary import build_summary
-from telemetry.view import RunView
 from tests.telemetry.helpers import _Nobody, fire, local_env, options
 from tests.telemetry.synthetic import make_result
 

@@ -16,7 +16,7 @@ import jsonschema
 import numpy as np
 import pytest
 
-from telemetry.requestlog import read_records
+from telemetry.outputs.requestlog import read_records
 from tests.requires import VLLM, require
 from tests.support import LOCUST, ROOT, Proc, free_port, start_sim
 from workload.tokenizers import tokenizer_hash
@@ -219,7 +219,7 @@ def test_budget_split_is_exact():
 def test_effective_options_mask_secrets():
     from types import SimpleNamespace
 
-    from telemetry.runrecord import effective_options, parse_cache_config
+    from telemetry.outputs.runrecord import effective_options, parse_cache_config
 
     o = effective_options(SimpleNamespace(api_key="abc", tokenizer="auto", num_requests=3, api_key_file=None))
     assert o == {"api_key": "***", "api_key_file": None, "num_requests": 3, "tokenizer": "auto"}
@@ -232,7 +232,7 @@ def test_effective_options_mask_secrets():
 
 
 def test_client_block_fill_uses_the_block_size_and_keeps_the_variance():
-    from telemetry.recorder import Recorder
+    from telemetry.measure.recorder import Recorder
 
     rec = Recorder()
     rec.kv_block, rec.kv_block_source = 64, "server"
@@ -307,7 +307,7 @@ def test_gpu_metrics_url_records_name_total_and_peak_memory(sim, tmp_path):
 
 
 def test_dcgm_exporter_metrics_parse():
-    from telemetry.runrecord import parse_gpu_metrics
+    from telemetry.outputs.runrecord import parse_gpu_metrics
 
     page = ('DCGM_FI_DEV_FB_USED{gpu="0",UUID="GPU-1",modelName="NVIDIA H100 80GB HBM3"} 1024\n'
             'DCGM_FI_DEV_FB_FREE{gpu="0",UUID="GPU-1",modelName="NVIDIA H100 80GB HBM3"} 80000\n')

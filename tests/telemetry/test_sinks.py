@@ -7,7 +7,7 @@ import re
 import pytest
 
 from shapes.stage import Stage
-from telemetry.sinks import console_table, stage_table
+from telemetry.outputs.sinks import console_table, stage_table
 from tests.telemetry.helpers import fire, local_env
 from tests.telemetry.synthetic import make_result
 
@@ -107,7 +107,7 @@ def test_reasoning_rows_only_when_a_request_reasoned_and_the_ttft_split_said_onc
 
 
 def test_capacity_line_says_the_answer_and_its_figures():
-    from telemetry.sinks import capacity_line
+    from telemetry.outputs.sinks import capacity_line
 
     found = {"status": "found", "statement": "capacity users=3: the highest load meeting every SLO (passed twice)",
              "goodput_rps": 3.5, "output_per_s": 480.0, "output_per_s_per_gpu": 240.0,

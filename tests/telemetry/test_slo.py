@@ -7,7 +7,7 @@ import logging
 import numpy as np
 import pytest
 
-from telemetry.sketch import LogSketch
+from telemetry.measure.sketch import LogSketch
 from telemetry.slo import EXIT_CODE, NO_PRESET, SloSet, failure_lines, verdict_line
 from tests.telemetry.helpers import fire, local_env, options
 from tests.telemetry.synthetic import make_result

@@ -15,9 +15,9 @@ from run.context import attach
 from shapes.plugin import NO_SATURATION
 from shapes.stage import Stage
 from telemetry.attribution.plugin import empty as empty_attribution
+from telemetry.measure.recorder import Recorder
+from telemetry.measure.view import RunView
 from telemetry.plugin import MasterRole, WorkerRole
-from telemetry.recorder import Recorder
-from telemetry.view import RunView
 from tests.telemetry.helpers import fire, local_env
 from tests.telemetry.synthetic import make_result
 

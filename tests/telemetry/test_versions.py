@@ -7,10 +7,10 @@ import argparse
 import numpy as np
 import pytest
 
-from telemetry.recorder import Recorder
-from telemetry.routing import versions_section
+from telemetry.control.routing import versions_section
+from telemetry.measure.recorder import Recorder
+from telemetry.measure.view import RunView
 from telemetry.slo import SloSet
-from telemetry.view import RunView
 from users.result import GenerationResult, RequestMeta
 
 

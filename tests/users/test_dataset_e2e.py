@@ -15,7 +15,7 @@ import json
 import jsonschema
 import pytest
 
-from telemetry.requestlog import read_records
+from telemetry.outputs.requestlog import read_records
 from tests.server.sim.helpers import running_sim
 from tests.support import LOCUST, ROOT, Proc, free_port
 from tests.users.e2e import run_locust

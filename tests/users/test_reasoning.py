@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from telemetry.sketch import LogSketch
+from telemetry.measure.sketch import LogSketch
 from telemetry.slo import SloSet
 from tests.telemetry.helpers import options
 from tests.telemetry.synthetic import make_result

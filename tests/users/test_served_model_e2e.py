@@ -23,7 +23,7 @@ from statistics import median
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from telemetry.requestlog import read_records
+from telemetry.outputs.requestlog import read_records
 from tests.server.sim.helpers import post, running_sim
 from tests.support import PY, Proc, free_port, wait_http
 from tests.users.e2e import SERVER_NICE, run_locust

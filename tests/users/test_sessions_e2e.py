@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import pytest
 
-from telemetry.requestlog import read_records
+from telemetry.outputs.requestlog import read_records
 from tests.server.sim.helpers import running_sim
 from tests.users.e2e import run_locust
 

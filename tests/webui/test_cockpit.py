@@ -13,8 +13,8 @@ import pytest
 
 from shapes.plugin import install as install_shapes
 from shapes.sweep import ConcurrencySweepShape
+from telemetry.outputs.sinks import stages_rows, stats_rows
 from telemetry.plugin import install as install_telemetry
-from telemetry.sinks import stages_rows, stats_rows
 from tests.shapes.fakes import sweep_shape
 from tests.telemetry.helpers import _Nobody, fire, options
 from tests.telemetry.synthetic import make_result

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from shapes.plugin import install as install_shapes
+from telemetry.outputs.report.plugin import install as install_report
 from telemetry.plugin import install as install_telemetry
-from telemetry.report.plugin import install as install_report
 from tests.telemetry.helpers import _Nobody, fire, options
 from tests.telemetry.synthetic import make_result
 from webui.plugin import install

@@ -1,5 +1,5 @@
 """--route-fallback's grammar (workload/routing/fallback.py) and its argparse type (users/routing.py), which takes
-the metrics telemetry judges per window (telemetry/routing.py)."""
+the metrics telemetry judges per window (telemetry/control/routing.py)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import argparse
 
 import pytest
 
-from telemetry.routing import FALLBACK_METRICS
+from telemetry.control.routing import FALLBACK_METRICS
 from users.routing import route_fallback_type
 from workload.routing.fallback import FALLBACK_FORM, FallbackRule
 

@@ -1,5 +1,5 @@
 """``--route-fallback``: the grammar of a gray release's fallback rule (the master evaluates it:
-:mod:`telemetry.routing`).
+:mod:`telemetry.control.routing`).
 
     FROM->TO when COND [or COND ...] [for N windows] [of SECONDS s]
 

@@ -9,9 +9,9 @@ import numpy as np
 from locust.env import Environment
 
 from telemetry.hub import TelemetryHub
-from telemetry.runstate import RunState
-from telemetry.scraper import ServerScraper
-from telemetry.view import RunView
+from telemetry.measure.runstate import RunState
+from telemetry.measure.scraper import ServerScraper
+from telemetry.measure.view import RunView
 from users.result import GenerationResult, RequestMeta
 
 LE = [0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, math.inf]

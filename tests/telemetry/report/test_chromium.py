@@ -9,7 +9,7 @@ import pytest
 from selenium import webdriver
 from selenium.webdriver.chrome.service import Service
 
-from telemetry.report import render
+from telemetry.outputs.report import render
 from tests.requires import require_tool
 from tests.telemetry.report.synthetic import single_stage_no_server, sweep_summary
 

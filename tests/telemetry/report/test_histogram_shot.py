@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from telemetry.report.svg import label_width
+from telemetry.outputs.report.svg import label_width
 from tests.support import LOCUST, PY, ROOT, Proc, free_port, wait_http
 from tests.webui.chromium import chromium, require_chromium
 

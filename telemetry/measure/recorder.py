@@ -25,9 +25,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from telemetry.buckets import BucketHistogram
+from telemetry.measure.buckets import BucketHistogram
+from telemetry.measure.sketch import MIN_VALUE, LogSketch
 from telemetry.metrics import BOUNDS, CLIENT_METRICS, keys
-from telemetry.sketch import MIN_VALUE, LogSketch
 from telemetry.slo import SloSet
 from users.result import GenerationResult
 
@@ -232,7 +232,7 @@ class Recorder:
         self.slots: dict[int, Slot] = {}
         self.version_slots: dict[tuple[str, int], Slot] = {}
         """Per (route version, slot): requests, errors and sent by t0, and the one-value-per-request windowed
-        metrics (TTFT, E2E, ...): what a fallback rule judges (telemetry/routing.py)."""
+        metrics (TTFT, E2E, ...): what a fallback rule judges (telemetry/control/routing.py)."""
         self.token_sources: Counter = Counter()
         self.kv_fill: dict[str, KvFill] = {}
         self.turns: dict[tuple[str, int], TurnStats] = {}

@@ -26,15 +26,15 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
 
-from telemetry.buckets import BucketHistogram
+from telemetry.measure.buckets import BucketHistogram
+from telemetry.measure.recorder import Recorder
 from telemetry.metrics import having
 from telemetry.options import PROMETHEUS_HOST_DEFAULT, PROMETHEUS_PORT_DEFAULT
-from telemetry.recorder import Recorder
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from telemetry.view import RunView
+    from telemetry.measure.view import RunView
 
 log = logging.getLogger(__name__)
 
@@ -169,7 +169,7 @@ class LLMCollector(Collector):
 
     @staticmethod
     def _detectors(state: dict | None):
-        """The live detectors (telemetry/detectors.py): deploy/prometheus/rules/alerts.yml reads these names."""
+        """The live detectors (telemetry/control/detectors.py): deploy/prometheus/rules/alerts.yml reads these names."""
         if state is None:
             return
         b = GaugeMetricFamily("llm_batching_degraded",

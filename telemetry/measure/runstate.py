@@ -1,7 +1,7 @@
 """The run's mutable state: this process's recorder, the merged store and the worker bookkeeping.
 
-Only the telemetry roles (telemetry/plugin.py) and the worker watch (telemetry/distributed.py) write here;
-every reader takes a :class:`~telemetry.view.RunView` with :meth:`RunState.view`.
+Only the telemetry roles (telemetry/plugin.py) and the worker watch (telemetry/measure/distributed.py) write here;
+every reader takes a :class:`~telemetry.measure.view.RunView` with :meth:`RunState.view`.
 
     run = RunState()
     run.configure(options); run.start_run()
@@ -16,11 +16,11 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
+from telemetry.measure.recorder import Recorder
+from telemetry.measure.scraper import ServerScraper
+from telemetry.measure.view import RunView
 from telemetry.options import ATTRIBUTION_WINDOW_DEFAULT
-from telemetry.recorder import Recorder
-from telemetry.scraper import ServerScraper
 from telemetry.slo import SloSet
-from telemetry.view import RunView
 
 
 @dataclass
@@ -54,7 +54,7 @@ class RunState:
         self.version_scrapers: dict[str, ServerScraper] = {}
         """With --route-table: one scraper per version's backend (its own /metrics, interval and failures)."""
         self.route_fallback: dict | None = None
-        """The --route-fallback rule's state (telemetry/routing.py), None without a rule."""
+        """The --route-fallback rule's state (telemetry/control/routing.py), None without a rule."""
         self.t0_wall = time.time()
         self.t_end_wall: float | None = None
         self.final_summary: dict | None = None

@@ -11,7 +11,7 @@ request has none),
 ``chunk_tokens`` (tokens per such chunk), ``error_kind``, ``error_message``. Milliseconds as in the summary; the
 same definitions (users/result.py).
 
-The vLLM-bench result (telemetry/vllmbench.py) is built from these lines at the end of the run.
+The vLLM-bench result (telemetry/outputs/vllmbench.py) is built from these lines at the end of the run.
 
     log = RequestLog(path)      # master / local: log.open(); log.write(records, worker); log.close()
     record_of(result)           # worker: shipped under REPORT_KEY in report_to_master

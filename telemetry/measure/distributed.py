@@ -21,7 +21,7 @@ import gevent
 from locust.exception import RPCError
 
 if TYPE_CHECKING:
-    from telemetry.runstate import RunState
+    from telemetry.measure.runstate import RunState
 
 log = logging.getLogger(__name__)
 STATE_MISSING = "missing"

@@ -1,7 +1,7 @@
 """``--vllm-bench-json PATH``: the run as ``vllm bench serve --save-result --save-detailed`` writes it (vLLM 0.32,
 ``vllm/benchmarks/serve.py``), so scripts and dashboards built for vLLM's benchmark read ours.
 
-Built at the end of the run from the per-request records (telemetry/requestlog.py), with vLLM's definitions, not
+Built at the end of the run from the per-request records (telemetry/outputs/requestlog.py), with vLLM's definitions, not
 ours, where they differ:
 
 - ``itls`` are the gaps between consecutive token-bearing chunks (vLLM appends one per chunk), in seconds;

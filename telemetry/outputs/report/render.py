@@ -1,7 +1,7 @@
 """``render(summary) -> str``: the whole report as one self-contained HTML page.
 
 Inline CSS and inline SVG only — no scripts, fonts, images or links to anything outside the file, so
-it opens offline and can be mailed around. Sections come from :data:`telemetry.report.sections.SECTIONS`;
+it opens offline and can be mailed around. Sections come from :data:`telemetry.outputs.report.sections.SECTIONS`;
 one that fails is replaced by a short error note instead of losing the whole report.
 
     Path("report.html").write_text(render(summary), encoding="utf-8")
@@ -14,9 +14,9 @@ import time
 from collections.abc import Mapping
 from html import escape
 
-from telemetry.report.baseline import baseline_section
-from telemetry.report.sections import SECTIONS
-from telemetry.report.svg import LABEL_EM
+from telemetry.outputs.report.baseline import baseline_section
+from telemetry.outputs.report.sections import SECTIONS
+from telemetry.outputs.report.svg import LABEL_EM
 
 log = logging.getLogger(__name__)
 

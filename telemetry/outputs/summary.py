@@ -13,12 +13,12 @@ from __future__ import annotations
 import numpy as np
 
 from run.hooks import SummaryHooks
+from telemetry.measure.recorder import FINE_METRICS, Cell, Recorder, TurnStats
+from telemetry.measure.sketch import LogSketch
+from telemetry.measure.view import RunView
 from telemetry.metrics import having
-from telemetry.prefix_cache import section as prefix_cache_section
-from telemetry.prefix_cache import workload_share
-from telemetry.recorder import FINE_METRICS, Cell, Recorder, TurnStats
-from telemetry.sketch import LogSketch
-from telemetry.view import RunView
+from telemetry.outputs.prefix_cache import section as prefix_cache_section
+from telemetry.outputs.prefix_cache import workload_share
 
 SCHEMA = 2
 Q_FIELDS = (("p50", 0.5), ("p90", 0.9), ("p95", 0.95), ("p99", 0.99))

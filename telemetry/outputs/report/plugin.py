@@ -3,7 +3,7 @@
 The file is written by a sink on telemetry's summary hooks (``on_summary``: the master, or a local run,
 with the final merged summary). The web UI serves the same report at ``/llm/report`` (webui/report.py).
 
-    from telemetry.report.plugin import install
+    from telemetry.outputs.report.plugin import install
     install(environment)   # in an init listener, after telemetry's own install
 """
 
@@ -15,7 +15,7 @@ from pathlib import Path
 
 from run.context import attach
 from telemetry.compare import CompareError, load
-from telemetry.report.render import render
+from telemetry.outputs.report.render import render
 
 log = logging.getLogger(__name__)
 

@@ -4,7 +4,7 @@ side (each version's tokenizer, a fallback applied to a process's table) are :mo
 
 **The fallback.** At each check of the live detectors (every second, on the data every live process has reported:
 ``until_s``), the N trailing windows of FROM and of TO that end at ``until_s`` are built from the per-version slots
-(:meth:`telemetry.view.RunView.version_windows`); a window is flagged when any condition holds (a relative one
+(:meth:`telemetry.measure.view.RunView.version_windows`); a window is flagged when any condition holds (a relative one
 compares FROM with TO in the same window; a window without a value judges nothing). When all N are flagged the
 rule fires once: FROM's buckets move to TO (:class:`RouteSwitch`: the local users' table, or a message to every
 worker), it is logged and counted as ``llm_route_fallback_total{from,to}``. The state is the run view's
@@ -34,12 +34,12 @@ import time
 
 from locust.runners import MasterRunner
 
+from telemetry.measure.recorder import Recorder
+from telemetry.measure.runstate import RunState
+from telemetry.measure.scraper import metrics_url
+from telemetry.measure.view import RunView, Window
 from telemetry.metrics import CLIENT_METRICS, having
-from telemetry.recorder import Recorder
-from telemetry.runstate import RunState
-from telemetry.scraper import metrics_url
-from telemetry.summary import q_ms
-from telemetry.view import RunView, Window
+from telemetry.outputs.summary import q_ms
 from users.routing import apply_fallback, route_fallback_from, route_table_from
 from workload.routing.fallback import ERROR_RATE, Condition, FallbackRule
 from workload.routing.table import ROUTE_FALLBACK_MESSAGE, ROUTE_FALLBACK_OPTION

@@ -20,10 +20,10 @@ import logging
 from collections.abc import Callable
 
 from run.hooks import SummaryHooks
-from telemetry.requestlog import RequestLog, read_records
-from telemetry.sinks import console_table, write_csv, write_json
+from telemetry.outputs.requestlog import RequestLog, read_records
+from telemetry.outputs.sinks import console_table, write_csv, write_json
+from telemetry.outputs.vllmbench import write_vllm_bench
 from telemetry.slo import EXIT_CODE, failure_lines
-from telemetry.vllmbench import write_vllm_bench
 
 log = logging.getLogger(__name__)
 

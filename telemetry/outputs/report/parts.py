@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from html import escape
 
-from telemetry.report.fmt import ms, num
+from telemetry.outputs.report.fmt import ms, num
 
 Q_KEYS = ("count", "mean", "p50", "p90", "p95", "p99", "max")
 

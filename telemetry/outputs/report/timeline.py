@@ -11,9 +11,9 @@ import math
 from collections.abc import Mapping
 
 from telemetry.metrics import having
-from telemetry.report.fmt import ms, num
-from telemetry.report.parts import figure, note, qv, section
-from telemetry.report.svg import PALETTE, Band, Marker, Series, histogram_chart, line_chart
+from telemetry.outputs.report.fmt import ms, num
+from telemetry.outputs.report.parts import figure, note, qv, section
+from telemetry.outputs.report.svg import PALETTE, Band, Marker, Series, histogram_chart, line_chart
 
 # ---- latency distributions -------------------------------------------------------------------------
 
@@ -68,7 +68,7 @@ def distributions(s: Mapping) -> str:
 # ---- server over time ------------------------------------------------------------------------------
 
 SERIES_KEYS = {"kv": ("kv_cache_usage",), "waiting": ("requests_waiting",), "running": ("requests_running",)}
-"""Plotted column -> field of a scraped server sample (telemetry.scraper)."""
+"""Plotted column -> field of a scraped server sample (telemetry.measure.scraper)."""
 
 
 def timeseries_columns(ts) -> dict[str, list]:

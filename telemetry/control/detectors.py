@@ -29,9 +29,9 @@ from telemetry.attribution.batching import baseline, flagged
 from telemetry.attribution.section import AttributionConfig
 from telemetry.attribution.source import client_windows, server_samples
 from telemetry.attribution.window import align
+from telemetry.measure.view import RunView
 from telemetry.options import STOP_ON_CHOICES
 from telemetry.slo import SLO_DEFS, SloSet
-from telemetry.view import RunView
 
 log = logging.getLogger(__name__)
 

@@ -3,8 +3,8 @@
 Every section reads only the summary (docs/summary.schema.json plus ``timeseries``, ``histograms`` and
 the ``attribution`` extras) and copes with what is missing: a run with one stage has no curve against
 concurrency, a run without server metrics has no server timeline, and so on — each says so in a line
-rather than drawing an empty axis. The time-series sections live in :mod:`~telemetry.report.timeline`,
-the attribution one in :mod:`~telemetry.report.attribution_view`.
+rather than drawing an empty axis. The time-series sections live in :mod:`~telemetry.outputs.report.timeline`,
+the attribution one in :mod:`~telemetry.outputs.report.attribution_view`.
 """
 
 from __future__ import annotations
@@ -14,11 +14,11 @@ from collections.abc import Callable, Mapping, Sequence
 from html import escape
 
 from telemetry.metrics import BY_KEY, having
-from telemetry.report.attribution_view import attribution
-from telemetry.report.fmt import badge, ms, num, ratio, table
-from telemetry.report.parts import Q_KEYS, figure, note, q_row, qv, section
-from telemetry.report.svg import PALETTE, Marker, Series, line_chart
-from telemetry.report.timeline import distributions, server_timeline
+from telemetry.outputs.report.attribution_view import attribution
+from telemetry.outputs.report.fmt import badge, ms, num, ratio, table
+from telemetry.outputs.report.parts import Q_KEYS, figure, note, q_row, qv, section
+from telemetry.outputs.report.svg import PALETTE, Marker, Series, line_chart
+from telemetry.outputs.report.timeline import distributions, server_timeline
 
 LATENCY_ROWS = {m.summary_key: m.label for m in having("top")}
 """Summary key -> label of the latency table's rows."""

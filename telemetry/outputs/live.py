@@ -5,9 +5,9 @@ stage's mean scraped server KV usage and client KV block fill, 0..1) plus ``<key
 metric of :data:`LIVE` (``ttft_p50_ms``, ``ttst_p99_ms``...; merged across workers, quantiles from merged
 sketches), and
 for the run ``elapsed_s``, ``workers``, ``server_kv_usage`` (the latest scrape), ``client_kv_block_fill`` and
-``detectors`` (the live detectors' state, telemetry/detectors.py; None before their first check); with
+``detectors`` (the live detectors' state, telemetry/control/detectors.py; None before their first check); with
 ``--route-table`` ``versions`` (each version's backend at its latest scrape: KV usage, running, waiting, scrape
-failures) and ``route_fallback`` (the rule and whether it switched, telemetry/routing.py; None without one).
+failures) and ``route_fallback`` (the rule and whether it switched, telemetry/control/routing.py; None without one).
 
     live(environment.llm.telemetry.view())
 """
@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import math
 
-from telemetry.recorder import Recorder
-from telemetry.view import RunView
+from telemetry.measure.recorder import Recorder
+from telemetry.measure.view import RunView
 
 LIVE: tuple[str, ...] = ("ttft", "itl", "tpot", "ttst", "ttfa")
 """The per-stage client metrics (registry keys) shown live, in order: here, in the web UI's LLM tab."""

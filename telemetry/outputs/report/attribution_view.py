@@ -7,9 +7,9 @@ from collections.abc import Mapping
 from html import escape
 
 from telemetry.attribution.options import SPIKE_FACTOR_DEFAULT
-from telemetry.report.fmt import badge, ms, num, table
-from telemetry.report.parts import Q_KEYS, figure, note, q_row, qv, section
-from telemetry.report.svg import PALETTE, Band, Series, line_chart, stacked_bar
+from telemetry.outputs.report.fmt import badge, ms, num, table
+from telemetry.outputs.report.parts import Q_KEYS, figure, note, q_row, qv, section
+from telemetry.outputs.report.svg import PALETTE, Band, Series, line_chart, stacked_bar
 
 # ---- attribution -----------------------------------------------------------------------------------
 

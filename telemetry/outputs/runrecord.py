@@ -31,8 +31,8 @@ import gevent
 from locust.runners import MasterRunner
 from prometheus_client.parser import text_string_to_metric_families
 
-from telemetry.scraper import metrics_url
-from telemetry.view import RunView
+from telemetry.measure.scraper import metrics_url
+from telemetry.measure.view import RunView
 from users.options import RESOLVED_SALT
 from users.settings import api_key_of
 

@@ -15,9 +15,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from telemetry.recorder import Recorder
+from telemetry.measure.recorder import Recorder
+from telemetry.measure.view import RunView
 from telemetry.slo import SloSet
-from telemetry.view import RunView
 
 ERROR_RATE_DEFAULT = 0.01
 """The error-rate objective of a probe when ``--slo-error-rate`` is not given: at most 1 % of requests fail."""

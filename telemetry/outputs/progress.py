@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import math
 
+from telemetry.measure.recorder import SLOT_ALPHA
+from telemetry.measure.sketch import LogSketch
+from telemetry.measure.view import RunView
 from telemetry.metrics import BY_KEY
-from telemetry.recorder import SLOT_ALPHA
-from telemetry.sketch import LogSketch
-from telemetry.view import RunView
 
 SHOWN: dict[str, tuple[float, ...]] = {"ttft": (0.5, 0.99), "itl": (0.99,)}
 """The client metrics the line shows (registry keys of windowed metrics: the slots keep their sketches) and their

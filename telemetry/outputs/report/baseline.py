@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from telemetry.compare import fmt_value, rows
-from telemetry.report.fmt import table
-from telemetry.report.parts import figure, note, qv, section
-from telemetry.report.svg import PALETTE, Series, line_chart
+from telemetry.outputs.report.fmt import table
+from telemetry.outputs.report.parts import figure, note, qv, section
+from telemetry.outputs.report.svg import PALETTE, Series, line_chart
 
 CHARTS = (("Output tokens/s", (("output tok/s", lambda st: st.get("output_per_s")),), "tok/s"),
           ("TTFT", (("p50", lambda st: qv(st.get("ttft_ms"), "p50")), ("p99", lambda st: qv(st.get("ttft_ms"), "p99"))),

@@ -1,7 +1,7 @@
 """A read-only view of one run: what the summary, live table, exporter, sections and report are functions of.
 
-The :class:`~telemetry.runstate.RunState` takes a view of its state (``merger.view(...)``); the hub hands a fresh
-one to whoever reads (``environment.llm.telemetry.view()``). A view is frozen: its fields are the merged store,
+The :class:`~telemetry.measure.runstate.RunState` takes a view of its state (``merger.view(...)``); the hub hands a
+fresh one to whoever reads (``environment.llm.telemetry.view()``). A view is frozen: its fields are the merged store,
 the stage history, the server series and scrape counters, the SLO set, options, the run's clock, model, host
 and workers. Nothing here writes; build one without any Locust environment for tests or offline use:
 
@@ -16,8 +16,8 @@ import math
 from dataclasses import dataclass, field
 
 from shapes.stage import Stage
-from telemetry.recorder import SLOT_ALPHA, WINDOW_METRICS, Recorder
-from telemetry.sketch import LogSketch
+from telemetry.measure.recorder import SLOT_ALPHA, WINDOW_METRICS, Recorder
+from telemetry.measure.sketch import LogSketch
 from telemetry.slo import SloSet
 
 
@@ -77,11 +77,11 @@ class RunView:
     current_stage: Stage | None = None
     active_users: int = 0
     detectors: dict | None = None
-    """The live detectors' latest state (telemetry/detectors.py), None before their first check."""
+    """The live detectors' latest state (telemetry/control/detectors.py), None before their first check."""
     version_servers: dict[str, dict] = field(default_factory=dict)
     """With --route-table: per version, its backend's scrapes: ``{"url", "series", "scrapes", "failures"}``."""
     route_fallback: dict | None = None
-    """The --route-fallback rule's latest state (telemetry/routing.py), None without a rule."""
+    """The --route-fallback rule's latest state (telemetry/control/routing.py), None without a rule."""
 
     @property
     def slot_s(self) -> float:
