@@ -20,11 +20,11 @@ from shapes.options import add_arguments as add_shape_options
 from shapes.plugin import install as install_shapes
 from telemetry.attribution.options import add_arguments as add_attribution_options
 from telemetry.attribution.plugin import install as install_attribution
-from telemetry.client_load import install as install_client_load
+from telemetry.control.client_load import install as install_client_load
+from telemetry.control.routing import FALLBACK_METRICS
 from telemetry.options import add_arguments as add_telemetry_options
+from telemetry.outputs.report.plugin import install as install_report
 from telemetry.plugin import install as install_telemetry
-from telemetry.report.plugin import install as install_report
-from telemetry.routing import FALLBACK_METRICS
 from telemetry.traces.options import add_arguments as add_trace_options
 from telemetry.traces.plugin import install as install_traces
 from users.options import add_arguments as add_user_options

@@ -78,17 +78,17 @@ def users_argv(host: str, streams: int, seconds: float, max_tokens: int, locustf
         LOCUST, "-f", locustfile, *extra, "--headless", "--host", host, "-u", str(streams), "-r", str(streams),
         "-t", f"{int(seconds)}s", "--only-summary", "--input-len", "32", "--output-len", str(max_tokens),
         "--model", "users", "--loglevel", "WARNING", "StreamingChatUser",
-    ]  # fmt: skip
+    ]
 
 
 def bare_argv(host: str, streams: int, seconds: float, max_tokens: int) -> list[str]:
     port = host.rsplit(":", 1)[1]
     return [PY, "-m", "bench.bare_reader", "--port", port, "--streams", str(streams), "--seconds", str(seconds),
-            "--max-tokens", str(max_tokens), "--model", "bare"]  # fmt: skip
+            "--max-tokens", str(max_tokens), "--model", "bare"]
 
 
 def side_by_side(host: str, streams: int, warmup: float, window: float, max_tokens: int, locustfile: str,
-                 server_pid: int | None = None) -> dict:  # fmt: skip
+                 server_pid: int | None = None) -> dict:
     """One repeat: both clients at once; their marginal µs/token over the same window."""
     seconds = 15 + warmup + window
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "HF_HUB_OFFLINE": "1"}
@@ -130,7 +130,7 @@ def side_by_side(host: str, streams: int, warmup: float, window: float, max_toke
             raise SystemExit(f"{k}: no tokens streamed in the window: is the machine saturated?")
         cpu = c1[k] - c0[k]
         row[k] = {"us_per_token": cpu / tokens * 1e6, "cpu_s": round(cpu, 3), "tokens": tokens,
-                  "tokens_per_s": tokens / (w1 - w0)}  # fmt: skip
+                  "tokens_per_s": tokens / (w1 - w0)}
     row["ratio"] = row["users"]["us_per_token"] / row["bare reader"]["us_per_token"]
     row["server_cores"] = (srv1 - srv0) / (w1 - w0)
     return row
@@ -170,10 +170,10 @@ def main(argv: list[str] | None = None) -> None:
         [PY, "-m", "server.scripted", "--port", str(port), "--ttft-ms", str(TTFT_MS), "--itl-ms", str(args.itl_ms),
          "--tokenizer", "none", "--selector", "epoll"],
         cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
+    )
     host = f"http://127.0.0.1:{port}"
     out: dict = {"locustfile": locustfile, "itl_ms": args.itl_ms, "max_tokens": args.max_tokens,
-                 "warmup_s": args.warmup, "window_s": args.window}  # fmt: skip
+                 "warmup_s": args.warmup, "window_s": args.window}
     try:
         wait_up(host)
         for n in streams:
@@ -187,7 +187,7 @@ def main(argv: list[str] | None = None) -> None:
             }
             row["ratio"] = _median([r["ratio"] for r in runs])
             row["excess_us_per_token"] = _median([r["users"]["us_per_token"] - r["bare reader"]["us_per_token"]
-                                                  for r in runs])  # fmt: skip
+                                                  for r in runs])
             row["server_cores"] = _median([r["server_cores"] for r in runs])
             # what the script asks for: every stream repeats TTFT + max_tokens x ITL for max_tokens tokens
             row["scripted_tokens_per_s"] = n * args.max_tokens / (TTFT_MS + args.max_tokens * args.itl_ms) * 1000

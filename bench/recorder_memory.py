@@ -17,7 +17,7 @@ import time
 
 import numpy as np
 
-from telemetry.recorder import Recorder
+from telemetry.measure.recorder import Recorder
 from users.result import GenerationResult, RequestMeta
 from workload.argtypes import non_negative_seconds, positive_int, seed
 
@@ -44,7 +44,7 @@ def make(rng: np.random.Generator, i: int, tokens: int, end: float) -> Generatio
         ok=i % 97 != 0, error_kind=None if i % 97 else "timeout", error_message=None, t0=t0, t_sent=t0,
         t_end=end, chunk_times=t0 + rel, chunk_tokens=chunk_tokens, output_tokens=int(chunk_tokens.sum()),
         prompt_tokens=512, prompt_tokens_client=512,
-    )  # fmt: skip
+    )
 
 
 def main() -> None:
@@ -78,10 +78,10 @@ def main() -> None:
     growth = rss_bytes() - before
     state_bytes = len(__import__("msgpack").packb(rec.to_dict()))
     print(f"results {n:,}  output tokens {tokens:,}  cells {len(rec.cells)}  slots {len(rec.slots)}"
-          f"  (span {args.span_s:g} s)")  # fmt: skip
+          f"  (span {args.span_s:g} s)")
     print(f"RSS growth {growth / 2**20:.2f} MB (limit 20 MB)  state as msgpack {state_bytes / 2**10:.0f} KiB")
     print(f"ingest {spent / n * 1e6:.1f} us/result, {spent / tokens * 1e9:.0f} ns/token "
-          f"(bench wall {wall:.1f} s incl. building results)")  # fmt: skip
+          f"(bench wall {wall:.1f} s incl. building results)")
 
 
 if __name__ == "__main__":

@@ -60,18 +60,18 @@ def locust_argv(host: str, processes: int, users: int, tokens: int, summary: Pat
         "-u", str(users), "-r", str(users), "-t", "10m", "--only-summary", "--input-len", "fixed:32",
         "--output-len", f"fixed:{tokens}", "--model", "scaling", "--loglevel", "WARNING", "--stop-timeout", "5",
         "--llm-summary-json", str(summary), "StreamingChatUser",
-    ]  # fmt: skip
+    ]
 
 
 def measure(host: str, server_pid: int, processes: int, users_per_process: int, tokens: int, warmup: float,
-            window: float) -> dict:  # fmt: skip
+            window: float) -> dict:
     """One configuration: tokens/s and the CPU of every process over one window after the warm-up."""
     with tempfile.TemporaryDirectory() as tmp:
         summary = Path(tmp) / "summary.json"
         argv = locust_argv(host, processes, users_per_process * processes, tokens, summary)
         env = {**os.environ, "PYTHONUNBUFFERED": "1", "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
         master = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                                  start_new_session=True)  # fmt: skip
+                                  start_new_session=True)
         try:
             deadline = time.monotonic() + 180  # a loaded box (the test suite) starts two workers slowly
             base = _stats(host).get("tokens_sent:scaling", 0)
@@ -136,7 +136,7 @@ def main(argv: list[str] | None = None) -> None:
         [PY, "-m", "server.scripted", "--port", str(port), "--ttft-ms", "0", "--itl-ms", "0", "--tokenizer", "none",
          "--selector", "epoll"],
         cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
+    )
     host = f"http://127.0.0.1:{port}"
     rounds: list[dict] = []
     try:
@@ -193,7 +193,7 @@ def main(argv: list[str] | None = None) -> None:
 def _line(n: int, m: dict) -> str:
     workers = "+".join(f"{c:.2f}" for c in m["worker_cores"])
     return (f"{n} process{'es' if n > 1 else ''}: {m['tokens_per_s']:,.0f} tokens/s (workers {workers} cores, "
-            f"server {m['server_cores']:.2f})")  # fmt: skip
+            f"server {m['server_cores']:.2f})")
 
 
 if __name__ == "__main__":

@@ -59,7 +59,7 @@ class RunContext:
     traces: Any = None
     """``telemetry.traces.join.TraceJoin`` with --otlp-receiver, else None (telemetry/traces/plugin.py)."""
     client_load: Any = None
-    """``telemetry.client_load.ClientLoad``: the client saturation guard (telemetry/client_load.py)."""
+    """``telemetry.control.client_load.ClientLoad``: the client saturation guard (telemetry/control/client_load.py)."""
 
 
 def attach(environment) -> RunContext:

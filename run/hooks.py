@@ -2,7 +2,7 @@
 final summary.
 
 A section is ``fn(view, summary) -> value`` and fills ``summary[name]``: a function of the run's read-only view
-(``telemetry.view.RunView``) and of the summary built so far (read it, do not change it). Its owner also gives
+(``telemetry.measure.view.RunView``) and of the summary built so far (read it, do not change it). Its owner also gives
 its empty value, ``empty(view) -> value``: what the key holds until ``fn`` has run (the summary builder places
 every section's key, with that value, after ``workers_lost``, in registration order; then runs the sections in
 the same order, so a section sees the empty value of a later one). The summary builder knows no section.
@@ -25,7 +25,7 @@ from typing import Any
 log = logging.getLogger(__name__)
 
 Section = Callable[[Any, dict], object]
-"""``fn(view, summary) -> value`` (``view``: a ``telemetry.view.RunView``)."""
+"""``fn(view, summary) -> value`` (``view``: a ``telemetry.measure.view.RunView``)."""
 Empty = Callable[[Any], object]
 """``empty(view) -> value``: the section's value when it is not run."""
 Sink = Callable[[dict], None]

@@ -93,7 +93,7 @@ def run(minutes: float, out: Path, sample_s: float) -> int:
     sport, mport = _free_port(), _free_port()
     host = f"http://127.0.0.1:{sport}"
     env = {**os.environ, "SOAK_SAMPLES": str(samples_path), "SOAK_SAMPLE_S": str(sample_s), "HF_HUB_OFFLINE": "1",
-           "PYTHONUNBUFFERED": "1"}  # fmt: skip
+           "PYTHONUNBUFFERED": "1"}
     procs: list[subprocess.Popen] = []
     logs = []
 
@@ -106,7 +106,7 @@ def run(minutes: float, out: Path, sample_s: float) -> int:
 
     try:
         start([PY, "-m", "server.scripted", "--port", str(sport), "--ttft-ms", "40", "--itl-ms", "4", "--output-tokens",
-               "32", "--fault", FAULTS, "--fault-every", "5", "--stall-s", "10"], "server")  # fmt: skip
+               "32", "--fault", FAULTS, "--fault-every", "5", "--stall-s", "10"], "server")
         _wait_http(f"{host}/health")
         locustfile = "scripts/soak_locustfile.py"
         master = start([LOCUST, "-f", locustfile, "--headless", "--master", "--master-bind-host", "127.0.0.1",
@@ -114,10 +114,10 @@ def run(minutes: float, out: Path, sample_s: float) -> int:
                         "-t", f"{int(duration)}s", "--host", host, "--stop-timeout", "8", "--request-timeout", "2",
                         "--input-len", "fixed:64", "--output-len", "fixed:32", "--prometheus-port", "0",
                         "--server-metrics-url", "off", "--only-summary", "--llm-summary-json", str(summary_path),
-                        "StreamingChatUser", "StreamingCompletionUser"], "master")  # fmt: skip
+                        "StreamingChatUser", "StreamingCompletionUser"], "master")
         for i in range(2):
             start([LOCUST, "-f", locustfile, "--worker", "--master-host", "127.0.0.1", "--master-port", str(mport),
-                   "--stop-timeout", "8"], f"worker{i}")  # fmt: skip
+                   "--stop-timeout", "8"], f"worker{i}")
         rc = master.wait(duration + 180)
         for p in procs[2:]:
             p.wait(60)
@@ -142,15 +142,15 @@ def run(minutes: float, out: Path, sample_s: float) -> int:
             failures.append(f"a traceback in the {name}'s log ({tmp / f'{name}.log'})")
     report = {"minutes": minutes, "users": USERS, "faults": FAULTS, "locust_rc": rc, "server": served,
               "requests": req, "processes": figures, "failures": failures, "samples": samples,
-              "logs": str(tmp)}  # fmt: skip
+              "logs": str(tmp)}
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(report, indent=1))
     print(f"soak {minutes:g} min, {USERS} users, faults {FAULTS} every 5th request: {served.get('requests')} requests "
-          f"served, ok {ok} + failed {failed}")  # fmt: skip
+          f"served, ok {ok} + failed {failed}")
     for name, f in figures.items():
         print(f"  {name:>16}: RSS {f['rss_mb'][0]} -> {f['rss_mb'][1]} MB (+{f['rss_growth_mb']}), fds "
               f"{f['fds'][0]} -> {f['fds'][1]}, sockets {f['sockets'][0]} -> {f['sockets'][1]}, greenlets "
-              f"{f['greenlets'][0]} -> {f['greenlets'][1]} ({f['samples']} samples)")  # fmt: skip
+              f"{f['greenlets'][0]} -> {f['greenlets'][1]} ({f['samples']} samples)")
     for line in failures:
         print(f"  FAIL {line}")
     print(f"  {'FAILED' if failures else 'passed'}; samples and figures in {out}")

@@ -36,7 +36,7 @@ class GpuCollector(Collector):
         used = GaugeMetricFamily("gpu_memory_used_bytes", "GPU memory in use", labels=["gpu", "name"])
         total = GaugeMetricFamily("gpu_memory_total_bytes", "GPU memory in total", labels=["gpu", "name"])
         util = GaugeMetricFamily("gpu_utilization_ratio", "GPU busy time over the last sample period, 0..1",
-                                 labels=["gpu", "name"])  # fmt: skip
+                                 labels=["gpu", "name"])
         for i in range(nv.nvmlDeviceGetCount()):
             h = nv.nvmlDeviceGetHandleByIndex(i)
             name = nv.nvmlDeviceGetName(h)

@@ -71,7 +71,7 @@ def _timing(options) -> tuple[float, float]:
 
 
 def _steps(stages: list[Stage], users: list[int], spawn_rates: list[float], options,
-           pool: bool = False) -> list[Step]:  # fmt: skip
+           pool: bool = False) -> list[Step]:
     """With ``--stage-warmup`` > 0 every stage gets a warm-up twin (the ramp to its user count and the warm-up,
     left out of its numbers); with 0 there is none: a request belongs to the stage the board shows when it is
     drawn, ramp included, so no stage loses its first wave to a stage the user never asked for. ``pool``: an open
@@ -149,6 +149,6 @@ def trace_plan(options) -> list[Step]:
     duration = trace_duration(trace, speedup)
     lines = len(trace.records)
     stage = Stage("trace", index=1, users=pool, rate=round(lines / duration, 6), trace_speedup=speedup,
-                  trace_lines=lines)  # fmt: skip
+                  trace_lines=lines)
     hold = replace(stage, name="warmup trace", index=0, rate=None, warmup=True)
     return [Step(stage, pool, float(pool), duration, warmup, hold)]

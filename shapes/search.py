@@ -182,7 +182,7 @@ def search_config(options) -> SearchConfig:
     users, rate = _opt(options, "search_users"), _opt(options, "search_rate")
     if (users is None) == (rate is None):
         raise PlanError("--shape slo-search needs exactly one of --search-users LO:HI (closed loop) "
-                        "or --search-rate LO:HI (open loop)")  # fmt: skip
+                        "or --search-rate LO:HI (open loop)")
     axis = USERS if users is not None else RATE
     if axis == USERS:
         lo, hi = _checked(parse_search_users, users, "--search-users")
@@ -193,9 +193,9 @@ def search_config(options) -> SearchConfig:
         default_precision = SEARCH_RATE_PRECISION_DEFAULT
         pool = _checked(parse_pool, _opt(options, "max_concurrency", MAX_CONCURRENCY_DEFAULT), "--max-concurrency")
     precision = _checked(parse_search_precision, _opt(options, "search_precision", default_precision),
-                         "--search-precision")  # fmt: skip
+                         "--search-precision")
     probes = _checked(parse_search_max_probes, _opt(options, "search_max_probes", SEARCH_MAX_PROBES_DEFAULT),
-                      "--search-max-probes")  # fmt: skip
+                      "--search-max-probes")
     duration, warmup = _timing(options)
     return SearchConfig(axis, float(lo), float(hi), precision, probes, duration, warmup, _spawn_rate(options), pool)
 
@@ -253,7 +253,7 @@ class SloSearchShape(SweepShape):
         length = {"warmup": p.step.warmup, "hold": p.step.duration}.get(p.phase)
         return {"step": len(self.search.probes) + 1, "steps": self.search.max_probes, "stage": p.step.stage.name,
                 "users": p.step.users, "rate": p.step.stage.rate, "phase": p.phase, "phase_s": spent,
-                "phase_len_s": length, "left_s": None if length is None else max(0.0, length - spent)}  # fmt: skip
+                "phase_len_s": length, "left_s": None if length is None else max(0.0, length - spent)}
 
     def _start(self) -> bool:
         try:
@@ -269,7 +269,7 @@ class SloSearchShape(SweepShape):
         self.record = []
         c = self._config
         logger.info("slo-search over %s %g:%g (precision %g, at most %d probes)", c.axis, c.lo, c.hi, c.precision,
-                    c.max_probes)  # fmt: skip
+                    c.max_probes)
         return self._next()
 
     def _next(self) -> bool:
@@ -311,7 +311,7 @@ class SloSearchShape(SweepShape):
                     return step.users, step.spawn_rate
                 # the users keep running (stamped with a warm-up stage) while the probe is judged
                 self.board.set(Stage(f"judging {step.stage.name}", index=step.stage.index, users=step.users,
-                                     rate=step.stage.rate, warmup=True))  # fmt: skip
+                                     rate=step.stage.rate, warmup=True))
                 p.phase, p.since, p.end_wall = "judge", now, time.time()
             verdict = self.board.judge(step.stage.name, (p.end_wall or time.time()) + JUDGE_GRACE_S)
             if not self._judged(p, verdict, now) and now - p.since < max(JUDGE_WAIT_S, step.duration):
@@ -344,12 +344,12 @@ class SloSearchShape(SweepShape):
         if (v.get("requests") or 0) < EARLY_MIN_REQUESTS:
             return False
         worst = [c for c in v.get("checks") or []
-                 if c["value"] is not None and c["value"] > c["threshold"] * EARLY_BREACH_FACTOR]  # fmt: skip
+                 if c["value"] is not None and c["value"] > c["threshold"] * EARLY_BREACH_FACTOR]
         if worst:
             c = worst[0]
             p.early = {"at_s": held, "slo": c["name"], "value": c["value"], "threshold": c["threshold"]}
             logger.warning("slo-search: %s stopped early after %.1f s: %s %.4g > %g x %g", p.step.stage.name, held,
-                           c["name"], c["value"], EARLY_BREACH_FACTOR, c["threshold"])  # fmt: skip
+                           c["name"], c["value"], EARLY_BREACH_FACTOR, c["threshold"])
         return bool(worst)
 
     def _decide(self, p: _Probe, verdict: dict) -> None:
@@ -360,7 +360,7 @@ class SloSearchShape(SweepShape):
                             "users": p.step.users, "rate": p.step.stage.rate, "passed": passed,
                             "early_stop": p.early, "complete": bool(verdict.get("complete")),
                             **{k: verdict.get(k) for k in ("checks", "requests", "errors", "goodput_rps",
-                                                           "output_per_s", "span_s")}})  # fmt: skip
+                                                           "output_per_s", "span_s")}})
         logger.info("slo-search: %s %s", p.step.stage.name, "meets every SLO" if passed else "breaches")
 
     def _done(self) -> None:
@@ -395,7 +395,7 @@ def _breach_text(row: dict) -> str:
     if not bad:
         return "no data" if not row.get("requests") else "failed"
     return ", ".join(f"{c['name']} {'no data' if c['value'] is None else format(c['value'], '.4g')} > "
-                     f"{c['threshold']:g}" for c in bad)  # fmt: skip
+                     f"{c['threshold']:g}" for c in bad)
 
 
 def statement(config: SearchConfig | None, result: dict, record: list[dict]) -> str:
@@ -406,10 +406,10 @@ def statement(config: SearchConfig | None, result: dict, record: list[dict]) -> 
     if status == "none":
         first = record[0] if record else {}
         return (f"no load in {_range_text(config)} meets the SLOs: the lowest, {_load_text(config, config.lo)}, "
-                f"breached {_breach_text(first)}")  # fmt: skip
+                f"breached {_breach_text(first)}")
     if status == "max_allowed":
         return (f"the largest allowed load, {_load_text(config, load)}, still meets every SLO: the capacity is at "
-                f"least that; raise HI of {config.option()} to find it")  # fmt: skip
+                f"least that; raise HI of {config.option()} to find it")
     fails = [r for r in record if not r["passed"] and r["load"] > load]
     above = min(fails, key=lambda r: r["load"]) if fails else None
     why = f"; {_load_text(config, above['load'])} breached {_breach_text(above)}" if above else ""
@@ -440,7 +440,7 @@ def costs(output_per_s: float | None, options) -> dict:
     if output_per_s and price is not None:
         usd = (gpus or 1) * price / (output_per_s * 3600.0) * 1e6
     return {"gpus": gpus, "gpu_hour_price_usd": price, "output_per_s_per_gpu": per_gpu,
-            "usd_per_million_output_tokens": usd}  # fmt: skip
+            "usd_per_million_output_tokens": usd}
 
 
 def capacity(config: SearchConfig, result: dict, record: list[dict], options) -> dict:

@@ -86,7 +86,7 @@ class SweepShape(LoadTestShape):
         length = {"warmup": step.warmup, "hold": step.duration}.get(p.phase)
         return {"step": p.i + 1, "steps": len(p.steps), "stage": step.stage.name, "users": step.users,
                 "rate": step.stage.rate, "phase": p.phase, "phase_s": spent, "phase_len_s": length,
-                "left_s": None if length is None else max(0.0, length - spent)}  # fmt: skip
+                "left_s": None if length is None else max(0.0, length - spent)}
 
     def _begin(self) -> _Progress | None:
         try:
@@ -144,7 +144,7 @@ class SweepShape(LoadTestShape):
             v = judge(step.stage.name, None)
             rows.append({"name": step.stage.name, "users": step.users, "rate": step.stage.rate,
                          "requests": v.get("requests"), "output_per_s": v.get("output_per_s"),
-                         "ttft_ms": {"p99": v.get("ttft_p99_ms")}})  # fmt: skip
+                         "ttft_ms": {"p99": v.get("ttft_p99_ms")}})
         found = verdict(rows)
         if found["stage"] is None:
             return False

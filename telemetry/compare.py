@@ -60,7 +60,7 @@ QUANTILES = ("p50", "p99")
 FIGURES: dict[str, tuple[str, Callable[[dict], float | None], Callable[[dict], float | None]]] = {
     # name: (unit, from the whole run, from a stage or version)
     **{f"{m.key}_{p}": ("ms", _q(m.summary_key, p), _q(m.summary_key, p))
-       for m in CLIENT_METRICS if m.top or m.per_stage or m.versions for p in QUANTILES},  # fmt: skip
+       for m in CLIENT_METRICS if m.top or m.per_stage or m.versions for p in QUANTILES},
     "output_tok_s": ("tok/s", lambda s: (s.get("tokens") or {}).get("output_per_s"), lambda d: d.get("output_per_s")),
     "goodput_rps": ("req/s", lambda s: s.get("goodput_rps"), lambda d: None),
     "failed": ("requests", lambda s: (s.get("requests") or {}).get("failed"), lambda d: d.get("failed")),
@@ -69,7 +69,7 @@ FIGURES: dict[str, tuple[str, Callable[[dict], float | None], Callable[[dict], f
     "capacity": ("users or req/s", _capacity, lambda d: None),
     "preemptions": ("count", lambda s: (s.get("server") or {}).get("preemptions"),
                     lambda d: d.get("preemptions", _version_server(d, "preemptions"))),
-}  # fmt: skip
+}
 """What a row compares; --fail-on names these."""
 
 
@@ -170,7 +170,7 @@ def rows(base: dict, new: dict) -> list[Row]:
 def breaches(table: list[Row], bounds: list[Bound]) -> list[str]:
     """A gated figure that one run lacks fails too: a bound that cannot be checked does not hold."""
     lines = [f"FAIL {bd.figure}: in neither run, bound {bd.text()}" for bd in bounds
-             if not any(r.figure == bd.figure for r in table)]  # fmt: skip
+             if not any(r.figure == bd.figure for r in table)]
     for r in table:
         for bd in bounds:
             if bd.figure == r.figure and (r.base is None or r.new is None):
@@ -195,7 +195,7 @@ def render(table: list[Row], markdown: bool, title: str) -> str:
     head = ["scope", "figure", "base", "new", "delta", "delta %"]
     body = [[r.scope, r.figure, fmt_value(r.base), fmt_value(r.new), fmt_value(r.delta) if r.delta is not None else "-",
              f"{r.percent:+.1f}%" if r.percent is not None and math.isfinite(r.percent) else "-"]
-            for r in table]  # fmt: skip
+            for r in table]
     if markdown:
         lines = [f"### {title}", "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
         lines += ["| " + " | ".join(row) + " |" for row in body]
@@ -222,7 +222,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("new", type=Path, help="new summary JSON (or a directory of them, paired by file name)")
     ap.add_argument("--fail-on", default="", metavar="SPEC",
                     help=f"exit {EXIT_BREACH} when a figure moves past its bound, e.g. ttft_p99=+10%%,"
-                         f"output_tok_s=-5%%; figures: {', '.join(FIGURES)}")  # fmt: skip
+                         f"output_tok_s=-5%%; figures: {', '.join(FIGURES)}")
     ap.add_argument("--markdown", action="store_true", help="Markdown tables (for a CI comment)")
     args = ap.parse_args(argv)
     try:

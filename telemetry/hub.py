@@ -1,8 +1,9 @@
 """``environment.llm.telemetry``: how other packages read the run's LLM numbers and add to its summary.
 
-It writes nothing of the run: the :class:`~telemetry.runstate.RunState` (written by the telemetry roles) holds the
-state; :meth:`TelemetryHub.view` takes a read-only :class:`~telemetry.view.RunView` of it with this process's
-options, host, stage board and user count, and the summary and live figures are functions of that view.
+It writes nothing of the run: the :class:`~telemetry.measure.runstate.RunState` (written by the telemetry roles)
+holds the state; :meth:`TelemetryHub.view` takes a read-only :class:`~telemetry.measure.view.RunView` of
+it with this process's options, host, stage board and user count, and the summary and live figures are
+functions of that view.
 
     hub = environment.llm.telemetry
     hub.hooks.add_section("saturation", fn, empty=...)   # fills summary["saturation"] (the run context's hooks)
@@ -14,10 +15,10 @@ from __future__ import annotations
 
 from run.context import attach
 from run.hooks import SummaryHooks
-from telemetry.live import live
-from telemetry.runstate import RunState
-from telemetry.summary import build_summary
-from telemetry.view import RunView
+from telemetry.measure.runstate import RunState
+from telemetry.measure.view import RunView
+from telemetry.outputs.live import live
+from telemetry.outputs.summary import build_summary
 
 
 class TelemetryHub:

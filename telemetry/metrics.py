@@ -9,9 +9,10 @@ Values are recorded in seconds; people see milliseconds (``<key>_ms``), Promethe
 To add a client metric, add one :class:`ClientMetric` below (and, when it is a new quantity, a property of
 :class:`~users.result.GenerationResult` for ``take``); every output picks it up from its flags. How an output
 presents a metric (a console column's width, which quantiles a table or the CSV shows, a report card, a Grafana
-panel's title and help) lives with that output, keyed by the metric's ``key``: ``telemetry.sinks`` (``STAGE_TABLE``,
-``STAGES_CSV``), ``telemetry.live`` (``LIVE``), ``telemetry.report.sections`` (``REPORT_*``, ``LOAD_CHARTS``),
-``telemetry.progress`` (``SHOWN``) and ``deploy/grafana/dashboard.py`` (``METRIC_PANELS``).
+panel's title and help) lives with that output, keyed by the metric's ``key``:
+``telemetry.outputs.sinks`` (``STAGE_TABLE``, ``STAGES_CSV``), ``telemetry.outputs.live`` (``LIVE``),
+``telemetry.outputs.report.sections`` (``REPORT_*``, ``LOAD_CHARTS``), ``telemetry.outputs.progress`` (``SHOWN``) and
+``deploy/grafana/dashboard.py`` (``METRIC_PANELS``).
 
     for m in CLIENT_METRICS:
         if m.top:
@@ -28,7 +29,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from telemetry.buckets import SUB_10MS, VLLM_ITL, VLLM_REQUEST, VLLM_TTFT
+from telemetry.measure.buckets import SUB_10MS, VLLM_ITL, VLLM_REQUEST, VLLM_TTFT
 
 if TYPE_CHECKING:  # no import at run time: the dashboard generator reads this module without Locust
     from users.result import GenerationResult
@@ -59,7 +60,7 @@ class ClientMetric:
     """Prometheus histogram family (base unit seconds), or None when the metric is not exported as one."""
     prom_help: str = ""
     bounds: tuple[float, ...] = ()
-    """Histogram upper bounds (``le``, seconds; +Inf implicit) for ``prom_name``, from telemetry.buckets."""
+    """Histogram upper bounds (``le``, seconds; +Inf implicit) for ``prom_name``, from telemetry.measure.buckets."""
     windowed: bool = False
     """Also sketched per wall-clock slot (the summary's ``timeseries``, attribution windows)."""
     top: bool = True

@@ -30,7 +30,7 @@ SERVER_METRICS_INTERVAL_DEFAULT = 2.0
 LLM_STOP_ON_DEFAULT = None
 """--llm-stop-on: the live detectors that end the run when they fire (none)."""
 STOP_ON_CHOICES = ("batching", "slo", "saturation")
-"""What --llm-stop-on may name (telemetry/detectors.py)."""
+"""What --llm-stop-on may name (telemetry/control/detectors.py)."""
 LLM_PROGRESS_INTERVAL_DEFAULT = 10.0
 """--llm-progress-interval: seconds between live progress lines of a headless run (0 = off)."""
 ATTRIBUTION_WINDOW_DEFAULT = 10.0

@@ -8,10 +8,10 @@ decides what:
   (``merger.scraper``, ``merger.version_scrapers``);
 - :class:`ModelLabel`: the served model's name for the summary, read once from ``GET /v1/models`` when no worker
   reported one;
-- the route switch (``--route-fallback``) is gray routing's: :class:`telemetry.routing.RouteSwitch`, with the same
-  life — built at start, judged by the live check;
-- :class:`LiveCheck`: one check of the live detectors (telemetry/detectors.py) and of the route switch on the data
-  every process has reported; ends the run when a detector named in ``--llm-stop-on`` fires (the role calls it
+- the route switch (``--route-fallback``) is gray routing's: :class:`telemetry.control.routing.RouteSwitch`, with the
+  same life — built at start, judged by the live check;
+- :class:`LiveCheck`: one check of the live detectors (telemetry/control/detectors.py) and of the route switch on the
+  data every process has reported; ends the run when a detector named in ``--llm-stop-on`` fires (the role calls it
   every second);
 - :class:`ProgressLine`: ``--llm-progress-interval``'s line in a headless run (the role calls it every interval).
 
@@ -27,13 +27,13 @@ from collections.abc import Callable
 
 import gevent
 
-from telemetry.detectors import LiveDetectors
+from telemetry.control.detectors import LiveDetectors
+from telemetry.control.routing import version_backends
+from telemetry.measure.runstate import RunState
+from telemetry.measure.scraper import ServerScraper, metrics_url
+from telemetry.measure.view import RunView
 from telemetry.options import LLM_PROGRESS_INTERVAL_DEFAULT, SERVER_METRICS_INTERVAL_DEFAULT
-from telemetry.progress import progress_line
-from telemetry.routing import version_backends
-from telemetry.runstate import RunState
-from telemetry.scraper import ServerScraper, metrics_url
-from telemetry.view import RunView
+from telemetry.outputs.progress import progress_line
 
 log = logging.getLogger(__name__)
 
@@ -124,7 +124,7 @@ class LiveCheck:
         if stopped is None and self.detectors.stopped_by is not None:
             why = self.detectors.stopped_by
             log.error(f"--llm-stop-on: stopping the run, live detector {why['detector']} fired at "
-                      f"{why['at_s']:.0f} s ({why['reason']})")  # fmt: skip
+                      f"{why['at_s']:.0f} s ({why['reason']})")
             gevent.spawn(self.stop_run)  # not from the check loop's greenlet: quitting stops the loop
 
     def stop_run(self) -> None:
@@ -138,7 +138,7 @@ class LiveCheck:
 
 
 class ProgressLine:
-    """--llm-progress-interval: one progress line per interval in a headless run (telemetry/progress.py)."""
+    """--llm-progress-interval: one progress line per interval in a headless run (telemetry/outputs/progress.py)."""
 
     def __init__(self, environment, hub) -> None:
         self.environment = environment

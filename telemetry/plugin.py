@@ -10,9 +10,10 @@ The process's role is chosen once, from its runner, when it installs:
 
 Master and local run share :class:`SummarizingRole`: the merge, the Prometheus exporter, the request log and, at
 quit, the final summary handed to the ``on_summary`` sinks (run/hooks.py): first this package's outputs
-(telemetry/outputs.py: SLO gate, console table, summary JSON, CSV, vLLM-bench JSON), then the other packages'.
+(telemetry/outputs/end_of_run.py: SLO gate, console table, summary JSON, CSV, vLLM-bench JSON),
+then the other packages'.
 What else runs there is a part of its own (telemetry/parts.py: server scrapes, model label, live check, progress
-line; telemetry/routing.py: the route switch) that the role starts, stops and calls on its loops. Each role
+line; telemetry/control/routing.py: the route switch) that the role starts, stops and calls on its loops. Each role
 registers only the handlers that mean something for it.
 
     role = install(environment)       # environment.llm.telemetry is role.hub
@@ -27,18 +28,18 @@ import gevent
 from locust.runners import MasterRunner, WorkerRunner
 
 from run.context import attach
-from telemetry.capacity import StageJudge
-from telemetry.distributed import WorkerWatch, drain_final_reports
-from telemetry.exporter import Exporter
+from telemetry.control.capacity import StageJudge
+from telemetry.control.routing import RouteSwitch, fallback_section, versions_section
 from telemetry.hub import TelemetryHub
+from telemetry.measure.distributed import WorkerWatch, drain_final_reports
+from telemetry.measure.scraper import metrics_url
 from telemetry.options import PROMETHEUS_HOST_DEFAULT
-from telemetry.outputs import RunOutputs
+from telemetry.outputs.end_of_run import RunOutputs
+from telemetry.outputs.exporter import Exporter
+from telemetry.outputs.requestlog import REPORT_KEY as REQUESTS_KEY
+from telemetry.outputs.requestlog import RequestLog, record_of, request_log_for, wants_request_log
+from telemetry.outputs.runrecord import RunRecorder, fetch_block_size
 from telemetry.parts import LiveCheck, ModelLabel, ProgressLine, ServerScrapes
-from telemetry.requestlog import REPORT_KEY as REQUESTS_KEY
-from telemetry.requestlog import RequestLog, record_of, request_log_for, wants_request_log
-from telemetry.routing import RouteSwitch, fallback_section, versions_section
-from telemetry.runrecord import RunRecorder, fetch_block_size
-from telemetry.scraper import metrics_url
 from telemetry.slo import verdict_line
 
 log = logging.getLogger(__name__)
@@ -149,7 +150,7 @@ class _RunsUsers(Role):
 
         def fetch() -> None:
             recorder.kv_block, recorder.kv_block_source = fetch_block_size(url, {"Authorization": f"Bearer {key}"}
-                                                                           if key else None)  # fmt: skip
+                                                                           if key else None)
 
         gevent.spawn(fetch)
 
@@ -192,7 +193,7 @@ class WorkerRole(_RunsUsers):
 
 class SummarizingRole(Role):
     """Master or local run: owns the merge, the exporter and the summary at quit; schedules its parts
-    (telemetry/parts.py: server scrapes, model label, live check, progress line; telemetry/routing.py: the route
+    (telemetry/parts.py: server scrapes, model label, live check, progress line; telemetry/control/routing.py: the route
     switch)."""
 
     def __init__(self, environment, hub: TelemetryHub) -> None:
@@ -297,7 +298,7 @@ class SummarizingRole(Role):
 
     def finalize(self) -> dict:
         """The final summary (after the ``before_final`` preparers and the last request lines), handed to every
-        ``on_summary`` sink: this package's outputs (telemetry/outputs.py), then the other packages'."""
+        ``on_summary`` sink: this package's outputs (telemetry/outputs/end_of_run.py), then the other packages'."""
         self.hub.hooks.prepare_final()
         if self.request_log is not None:
             self.write_request_lines()
@@ -404,7 +405,7 @@ def install(environment) -> Role:
     ctx = attach(environment)
     hub = ctx.telemetry = TelemetryHub(environment)
     hub.hooks.add_section("versions", lambda view, summary: versions_section(view, summary, ctx.route_tokenizers),
-                          empty=lambda _view: {})  # fmt: skip
+                          empty=lambda _view: {})
     hub.hooks.add_section("route_fallback", fallback_section, empty=lambda _view: None)
     hub.hooks.add_section("detectors", lambda view, _summary: view.detectors, empty=lambda _view: None)
     role = role_for(environment.runner)(environment, hub).register()

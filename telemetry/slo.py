@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from telemetry.sketch import LogSketch
+from telemetry.measure.sketch import LogSketch
 from users.result import GenerationResult
 
 EXIT_CODE = 3

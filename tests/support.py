@@ -113,12 +113,12 @@ def wait_until(cond, timeout: float = 5.0, interval: float = 0.05) -> bool:
 
 
 def start_sim(*flags: str, profile: str = "cpu-tiny", port: int | None = None, timeout: float = 60.0,
-              prefix: tuple[str, ...] = ()) -> tuple[Proc, str]:  # fmt: skip
+              prefix: tuple[str, ...] = ()) -> tuple[Proc, str]:
     """A simulator (``server.sim``) on 127.0.0.1, healthy, and its base URL; the caller stops it (``with proc:``).
     ``prefix`` runs it under a command (e.g. a higher priority)."""
     port = port or free_port()
     proc = Proc([*prefix, PY, "-m", "server.sim", "--host", "127.0.0.1", "--port", str(port), "--profile", profile,
-                 *flags], name="sim")  # fmt: skip
+                 *flags], name="sim")
     url = f"http://127.0.0.1:{port}"
     try:
         wait_http(f"{url}/health", timeout=timeout, proc=proc)

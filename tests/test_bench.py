@@ -35,10 +35,10 @@ each): it runs in make test-long until that is understood."""
 
 
 @pytest.mark.parametrize("module", [pytest.param(m, marks=pytest.mark.long) if m in SLOW_TO_START else m
-                                    for m in sorted(QUICK)])  # fmt: skip
+                                    for m in sorted(QUICK)])
 def test_bench_module_runs_in_quick_mode(module):
     run = subprocess.run([PY, "-m", f"bench.{module}", *QUICK[module]], cwd=ROOT, capture_output=True, text=True,
-                         timeout=400)  # fmt: skip
+                         timeout=400)
     print(f"\nbench.{module} {' '.join(QUICK[module])}:\n{run.stdout[-3000:]}")
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-3000:]
     if "--json" in QUICK[module]:

@@ -22,7 +22,7 @@ def test_locust_help_lists_every_project_option():
     assert PTH_LINE in pth.read_text().splitlines(), f"{pth} lacks the help line: run make install"
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     out = subprocess.run([LOCUST, "-f", "locustfile.py", "--help"], cwd=ROOT, env=env, capture_output=True, text=True,
-                         timeout=60).stdout  # fmt: skip
+                         timeout=60).stdout
     shown = [flags.split(" / ")[0] for flags, _d, _e, help_text in project_options() if help_text != argparse.SUPPRESS]
     assert len(shown) > 40
     missing = [f for f in shown if f not in out]

@@ -1,16 +1,21 @@
 """Imports go one way (docs/architecture.md "Layers"): no cycle among the project's modules or packages, and no
 package imports a layer above its own. The graph is built from the source with ``ast`` (every ``import``, also
-inside functions and under ``TYPE_CHECKING``), tests excluded.
+inside functions and under ``TYPE_CHECKING``), tests excluded. Inside telemetry, its measurement
+(``telemetry/measure/``) imports neither its live control nor its outputs.
 
 The layers share a Locust environment's state through one typed context, ``environment.llm`` (run/context.py),
 never through loose ``environment.llm_*`` attributes read back with ``getattr(..., default)``: an ``ast`` walk of
 the product and the tests fails on ``getattr``/``setattr``/``hasattr`` with an ``"llm_..."`` name, on a
 ``.__dict__.get("llm_...")`` and on an ``x.llm_...`` attribute — except on the parsed options, whose ``llm_``
-names are option destinations (``--llm-csv`` ...)."""
+names are option destinations (``--llm-csv`` ...).
+
+The project is checked by ``ruff check`` and not formatted by ``ruff format``: no source file carries a formatter
+marker (``fmt: skip`` / ``off`` / ``on``) that nothing reads."""
 
 from __future__ import annotations
 
 import ast
+import re
 from collections import defaultdict
 from pathlib import Path
 
@@ -211,3 +216,35 @@ def test_no_test_module_imports_another_test_modules_helpers():
             if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[-1].startswith("test_"):
                 offenders.append(f"{path.relative_to(ROOT)} imports {node.module}")
     assert offenders == []
+
+
+FORMATTER_MARKER = re.compile(r"#\s*fmt:\s*(?:skip|off|on)\b")
+"""A formatter's per-line or per-block marker comment (written so that this file does not match it)."""
+
+
+def formatter_markers(source: str) -> list[int]:
+    return [n for n, line in enumerate(source.splitlines(), 1) if FORMATTER_MARKER.search(line)]
+
+
+def test_formatter_marker_finder_finds_each_form():
+    marked = "x = [1,  2]  # fmt" ": skip\n#fmt" ":off\ny = 3\n# fmt" ": on\n"
+    assert formatter_markers(marked) == [1, 2, 4]
+    assert formatter_markers("x = 1  # the format: skip nothing\n") == []
+
+
+def test_no_formatter_markers():
+    files = [*project_modules().values(), *(ROOT / "tests").rglob("*.py")]
+    wrong = [f"{path.relative_to(ROOT)}:{line}" for path in files
+             for line in formatter_markers(path.read_text(encoding="utf-8"))]
+    assert wrong == [], "the project is checked by ruff check, not formatted: drop the formatter marker"
+
+
+TELEMETRY_ABOVE_MEASURE = ("telemetry.control", "telemetry.outputs", "telemetry.attribution", "telemetry.traces")
+"""telemetry's parts that judge or present the run: its measurement (``telemetry.measure``) imports none of them."""
+
+
+def test_telemetry_measurement_imports_no_judge_or_output():
+    measure = [m for m in GRAPH if m.startswith("telemetry.measure.")]
+    assert "telemetry.measure.recorder" in measure and "telemetry.measure.view" in GRAPH["telemetry.measure.runstate"]
+    wrong = [f"{a} -> {b}" for a in measure for b in GRAPH[a] if b.startswith(TELEMETRY_ABOVE_MEASURE)]
+    assert wrong == [], "telemetry/measure/ is below the live control and the outputs (docs/architecture.md)"

@@ -36,7 +36,7 @@ def _own_locustfile(tmp_path):
 def test_own_locustfile_lists_only_its_user_class(tmp_path):
     folder, env = _own_locustfile(tmp_path)
     out = subprocess.run([LOCUST, "-f", "my_locustfile.py", "--list"], cwd=folder, env=env, capture_output=True,
-                         text=True, timeout=60)  # fmt: skip
+                         text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["Available", "Users:", "MyChat"], out.stdout
 
@@ -48,7 +48,7 @@ def test_own_locustfile_runs_with_the_projects_options_and_telemetry(tmp_path):
                 "--output-len", "fixed:8", "--input-len", "fixed:32", "--shape", "concurrency-sweep",
                 "--sweep-users", "1,2", "--stage-duration", "2", "--prometheus-port", "0",
                 "--server-metrics-url", "off", "--llm-summary-json", "summary.json",
-                "--stop-timeout", "5"]  # fmt: skip  (in-flight requests finish, so every one is counted)
+                "--stop-timeout", "5"]  # in-flight requests finish, so every one is counted
         with Proc(argv, name="own-locustfile", env=env, cwd=folder) as proc:
             rc = proc.wait(60)
             out = proc.output()

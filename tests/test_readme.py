@@ -66,7 +66,7 @@ def test_row_kinds_ignore_numbers_and_log_lines():
              "[2026-12-03 16:44:16] vm/WARNING/x: y", "tokens: output 1", "attribution (10 s windows): ok",
              "  2 latency spike(s) over 2× the median window p99:", "    TTFT p99 3.6× at ...", "  bottleneck: none"]
     assert row_kinds(lines) == ["LLM summary", "header: metric (ms) count p50", "row: TTFT", "row: thinking span",
-                                "tokens", "attribution (# s windows)", "  bottleneck"]  # fmt: skip
+                                "tokens", "attribution (# s windows)", "  bottleneck"]
 
 
 @pytest.mark.slow
@@ -74,7 +74,7 @@ def test_readme_sample_has_the_rows_make_run_prints(tmp_path):
     """The README's sample output against a short `make run` (the demo: simulator + headless streaming test): the
     same lines and table rows in the same order (the numbers differ from run to run)."""
     run = subprocess.run([PY, "-m", "scripts.demo", "--users", "4", "--run-time", "8", "--out", str(tmp_path)],
-                         cwd=ROOT, capture_output=True, text=True, timeout=180)  # fmt: skip
+                         cwd=ROOT, capture_output=True, text=True, timeout=180)
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
     printed = run.stdout.split("LLM summary:", 1)[1]
     printed = ("LLM summary:" + printed).split("\nType     Name", 1)[0].splitlines()  # Locust's own table follows

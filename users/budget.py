@@ -180,7 +180,7 @@ class BudgetPlugin:
                 self.pending.discard(wid)
                 self.lost.append(wid)
                 log.warning(f"--num-requests: worker {wid} was lost; its unsent share stays unsent and the run ends "
-                            "when the other workers are done")  # fmt: skip
+                            "when the other workers are done")
             if missing and not self.pending:
                 self._all_done(self.sent)
 

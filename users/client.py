@@ -288,7 +288,7 @@ def _restamped(t: float | None, times: list[float], arrivals: np.ndarray) -> flo
 
 def _base(call: Call, t0: float, t_sent: float, wall: float) -> dict:
     return {"meta": call.meta, "t0": t0, "t_sent": t_sent, "prompt_tokens_client": call.prompt_tokens_client,
-            "wall_start": wall}  # fmt: skip
+            "wall_start": wall}
 
 
 def _failed(call: Call, kind: str, message: str, t0: float, t_sent: float, wall: float, tally: StreamTally):

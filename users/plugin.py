@@ -74,7 +74,7 @@ class UsersPlugin:
             runner = environment.runner
             workers = int(getattr(environment.parsed_options, "expect_workers", 1) or 1)
             settings = RunSettings.from_options(environment.parsed_options, getattr(runner, "worker_index", 0),
-                                                workers if isinstance(runner, WorkerRunner) else 1)  # fmt: skip
+                                                workers if isinstance(runner, WorkerRunner) else 1)
         except ValueError as e:  # values typed in the web UI skip argparse's validators
             log.error("LLM users: %s", e)
             if environment.runner is not None:
@@ -111,11 +111,11 @@ class UsersPlugin:
         ``environment.llm.route_tokenizers`` for the run record."""
         headers = settings.headers(False)
         versions = resolve_versions(settings.route_table, settings.route_tokenizers, self._option(environment),
-                                    lambda url: self._model(url, headers))  # fmt: skip
+                                    lambda url: self._model(url, headers))
         if environment.llm.route_tokenizers is None:
             for v, vt in versions.items():
                 log.info("LLM users: version %s counts with %s (%s), sha256 %s, X-Compat-Level %s against %s",
-                         v, vt.name, vt.source, vt.hash[:16], vt.compat_level, vt.reference)  # fmt: skip
+                         v, vt.name, vt.source, vt.hash[:16], vt.compat_level, vt.reference)
         environment.llm.route_tokenizers = {v: vt.record() for v, vt in versions.items()}
         return versions
 
@@ -135,7 +135,7 @@ class UsersPlugin:
             why = {"option": "--tokenizer", "model": f"for the served model {chosen.model!r}",
                    "hub": f"Hugging Face {chosen.model!r}", "fallback": "fallback"}[chosen.source]
             log.info("LLM users: tokenizer %s (%s), sha256 %s", chosen.name, why, chosen.hash[:16])
-        environment.llm.tokenizer = chosen  # the summary's run.tokenizer (telemetry/runrecord.py)
+        environment.llm.tokenizer = chosen  # the summary's run.tokenizer (telemetry/outputs/runrecord.py)
 
     def _master_tokenizer(self, environment) -> None:
         """The master runs no users but writes the summary: it makes the same choice as the workers (the same
@@ -176,7 +176,7 @@ class UsersPlugin:
         if environment.llm.dataset is not None:
             d = environment.llm.dataset
             log.info("LLM users: dataset %s (%s, %d records, sha256 %s): %d selected, skipped %s", d["path"],
-                     d["format"], d["records"], d["sha256"][:16], d["selected"], d["skipped"] or "none")  # fmt: skip
+                     d["format"], d["records"], d["sha256"][:16], d["selected"], d["skipped"] or "none")
         return True
 
     def _model(self, host: str, headers: dict[str, str]) -> str | None:

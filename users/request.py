@@ -56,12 +56,12 @@ class RequestInput:
 
 
 def request_input(texts: tuple[str, ...], prompt_tokens: int, max_tokens: int, sampling: dict, stage: Stage,
-                  model_input: object, picked: tuple | None, **labels) -> RequestInput:  # fmt: skip
+                  model_input: object, picked: tuple | None, **labels) -> RequestInput:
     """The input and its labels: the route ``picked`` (``RunSettings.route``'s answer, None without a table); the
     caller's own ``labels`` (``turn=...``) are further :class:`~users.result.RequestMeta` fields."""
     route = Route(*picked) if picked is not None else None
     meta = RequestMeta(stage=stage.name, max_tokens=max_tokens, batch_size=len(texts),
-                       version=route.version if route is not None else None, **labels)  # fmt: skip
+                       version=route.version if route is not None else None, **labels)
     return RequestInput(texts, prompt_tokens, sampling, model_input, meta, route)
 
 

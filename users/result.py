@@ -37,8 +37,8 @@ _EMPTY_I = np.zeros(0, dtype=np.int64)
 class RequestMeta:
     """The labels of one request: set where each is known (drawn with the input, completed once by the user that
     sends it) and then carried by reference, ``RequestInput.meta`` -> ``Call.meta`` -> ``GenerationResult.meta``;
-    nothing copies them field by field. Every field is a column of the request log (telemetry/requestlog.py walks
-    them), so a new label is one field here (with a default) plus the line that sets it."""
+    nothing copies them field by field. Every field is a column of the request log (telemetry/outputs/requestlog.py
+    walks them), so a new label is one field here (with a default) plus the line that sets it."""
 
     stage: str = "main"
     """Name of the load stage the request was sent in (``"main"`` without a shape)."""

@@ -2,7 +2,7 @@
 each version's tokenizer, and a fallback applied to this process's route table.
 
 The grammars are the bottom layer's (:mod:`workload.routing`); the master's part — judging ``--route-fallback``
-and the summary's ``versions`` / ``route_fallback`` — is :mod:`telemetry.routing`.
+and the summary's ``versions`` / ``route_fallback`` — is :mod:`telemetry.control.routing`.
 
 Options (each validated by its argparse ``type``, kept as normalized text, parsed again at ``test_start``):
 
@@ -74,7 +74,7 @@ def route_tokenizers_arg(text: str) -> str:
             load_tokenizer(name)
         except (TokenizerNotFound, OSError, ValueError) as e:
             raise argparse.ArgumentTypeError(f"--route-tokenizers: version {version!r}: {e}; "
-                                             f"expected {ROUTE_TOKENIZERS_FORM}") from None  # fmt: skip
+                                             f"expected {ROUTE_TOKENIZERS_FORM}") from None
     return ",".join(f"{v}={t}" for v, t in pairs.items())
 
 
@@ -93,7 +93,7 @@ def route_fallback_type(metrics: frozenset[str] | None) -> Callable[[str], str]:
 
 def add_arguments(parser, fallback_metrics: frozenset[str] | None) -> None:
     """Register every routing option; ``fallback_metrics``: the latency metrics a fallback rule may name (the ones
-    telemetry keeps per version and window, ``telemetry.routing.FALLBACK_METRICS``)."""
+    telemetry keeps per version and window, ``telemetry.control.routing.FALLBACK_METRICS``)."""
     add = parser.add_argument
     add(
         "--route-table",
@@ -155,7 +155,7 @@ def route_tokenizers_from(options) -> dict[str, str]:
     unknown = [v for v in pairs if v not in table.versions]
     if unknown:
         raise ValueError(f"--route-tokenizers names {', '.join(map(repr, unknown))}, not in --route-table "
-                         f"(versions: {', '.join(table.versions)})")  # fmt: skip
+                         f"(versions: {', '.join(table.versions)})")
     return pairs
 
 
@@ -172,7 +172,7 @@ def route_fallback_from(options) -> FallbackRule | None:
     unknown = [v for v in (rule.source, rule.target) if v not in table.versions]
     if unknown:
         raise ValueError(f"--route-fallback names {', '.join(map(repr, unknown))}, not in --route-table "
-                         f"(versions: {', '.join(table.versions)})")  # fmt: skip
+                         f"(versions: {', '.join(table.versions)})")
     return rule
 
 
@@ -219,7 +219,7 @@ class VersionTokenizer:
         d = self.drift
         return {"name": self.name, "hash": self.hash, "source": self.source, "model": self.model,
                 "compat_level": d["level"], "compared_with": self.reference,
-                "mean_token_ratio": d["mean_token_ratio"]}  # fmt: skip
+                "mean_token_ratio": d["mean_token_ratio"]}
 
 
 def resolve_versions(table: RouteTable, named: dict[str, str], tokenizer_option: str,
@@ -251,5 +251,5 @@ def apply_fallback(environment, data: dict | None) -> bool:
     moved = settings.fall_back(str(data.get("from")), str(data.get("to")))
     if moved:
         log.warning("LLM users: route fallback %s -> %s applied (%s's buckets now go to %s)",
-                    data["from"], data["to"], data["from"], data["to"])  # fmt: skip
+                    data["from"], data["to"], data["from"], data["to"])
     return moved

@@ -50,7 +50,7 @@ from workload.trace import BlockPrompts, TraceRecord
 def api_key_of(options: object) -> str | None:
     """The bearer token: --api-key (or $LOCUST_API_KEY), else --api-key-file's key, else $OPENAI_API_KEY."""
     return (getattr(options, "api_key", None) or getattr(options, "api_key_file", None)
-            or os.environ.get("OPENAI_API_KEY") or None)  # fmt: skip
+            or os.environ.get("OPENAI_API_KEY") or None)
 
 
 @dataclass
@@ -189,7 +189,7 @@ class RunSettings:
             if key not in self._prefix_texts:
                 words = SyntheticPrompts(load_tokenizer(tokenizer), chat=False)
                 self._prefix_texts[key] = words.words(np.random.default_rng(self._salted(0x5E7F1C, group)),
-                                                      self.shared_prefix_len)  # fmt: skip
+                                                      self.shared_prefix_len)
             return self._prefix_texts[key]
         text = self._prefixes.get(group)
         if text is None:
@@ -276,7 +276,7 @@ class RunSettings:
         blocks = self._blocks.get(chat)
         if blocks is None:
             blocks = self._blocks[chat] = BlockPrompts(self.tokenizer, chat, self.seed, salt=self.salt,
-                                                       render=chat_renderer(self.tokenizer_name))  # fmt: skip
+                                                       render=chat_renderer(self.tokenizer_name))
         return blocks.build(record, self.text_rng)  # type: ignore[arg-type]
 
     # --- --dataset: the conversations this process replays -------------------------------------------------
@@ -319,7 +319,7 @@ class RunSettings:
                 self.dataset, seed=self.seed, sample=self.dataset_sample, shuffle=self.dataset_shuffle,
                 place=self.worker_index, workers=self.workers, measure=self.measure_dialog,
                 input_range=self.dataset_input_len, output_range=self.dataset_output_len,
-            )  # fmt: skip
+            )
             self._next_dialog = 0
         return self._selection
 

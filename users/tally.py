@@ -62,7 +62,7 @@ _NO_TAG, _INSIDE, _CLOSED = (int(x) for x in Think)  # plain ints in module glob
 class StreamTally:
     __slots__ = ("client_prompt_tokens", "output_tokens", "chunk_times", "chunk_tokens", "done", "finish_reason",
                  "usage_tokens", "continuous", "prompt_tokens", "texts", "t_reason", "t_answer", "reasoning", "pending",
-                 "split", "think")  # fmt: skip
+                 "split", "think")
 
     def __init__(self, prompt_tokens_client: int = 0) -> None:
         self.client_prompt_tokens = prompt_tokens_client

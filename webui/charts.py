@@ -2,15 +2,15 @@
 
 ``/llm/charts`` is a page (offline: inline CSS and one inline script, nothing fetched from elsewhere) that polls
 ``/llm/charts/data`` every POLL_MS and swaps in what it answers: the stage view as HTML and the charts as SVG.
-The SVG is drawn here, on the server, by the HTML report's own plotting module (telemetry/report: the latency and
-throughput timelines, the server's KV usage and queue, throughput and latency against load) from the summary as of
-now — so the live charts and the report are the same drawings of the same numbers, and the browser holds no
+The SVG is drawn here, on the server, by the HTML report's own plotting module (telemetry/outputs/report: the
+latency and throughput timelines, the server's KV usage and queue, throughput and latency against load) from the summary
+as of now — so the live charts and the report are the same drawings of the same numbers, and the browser holds no
 drawing code. ``/llm/cockpit.js``, loaded into Locust's own page, puts the charts page into the LLM tab (an iframe
 under the tab's table; Locust's tab API renders plain-text tables only).
 
 The stage view: the sweep's current step (its stage, users or rate, phase and the seconds left in it, from the
 shape's ``progress()``), Locust's user count and state, the saturation verdict (the summary's ``saturation``) and
-the live detectors (``live()["detectors"]``, telemetry/detectors.py) when they run.
+the live detectors (``live()["detectors"]``, telemetry/control/detectors.py) when they run.
 
     from webui.charts import install
     install(environment)   # needs environment.llm.telemetry and a web UI; else does nothing
@@ -28,12 +28,12 @@ from flask import Blueprint, Response, request
 from locust.runners import STATE_RUNNING, STATE_SPAWNING, MasterRunner
 
 from run.context import attach
-from telemetry.report.fmt import num
-from telemetry.report.render import CSS
-from telemetry.report.sections import load_charts
-from telemetry.report.timeline import latency_timeline, server_chart, throughput_timeline
+from telemetry.outputs.report.fmt import num
+from telemetry.outputs.report.render import CSS
+from telemetry.outputs.report.sections import load_charts
+from telemetry.outputs.report.timeline import latency_timeline, server_chart, throughput_timeline
+from telemetry.outputs.summary import timeseries
 from telemetry.slo import verdict_line
-from telemetry.summary import timeseries
 from webui.table import detector_text
 
 log = logging.getLogger(__name__)
@@ -170,11 +170,11 @@ def _batching_verdict(att) -> str | None:
 
 def _card(key: str, value: str, sub: str = "") -> str:
     return (f'<div class="card" data-key="{escape(key)}"><div class="k">{escape(key)}</div>'
-            f'<div class="v">{escape(value)}</div><div class="s">{escape(sub)}</div></div>')  # fmt: skip
+            f'<div class="v">{escape(value)}</div><div class="s">{escape(sub)}</div></div>')
 
 
 def stage_view(progress: Mapping | None, live: Mapping, summary: Mapping, users: int | None,
-               state: str | None, sweep: bool = False) -> dict:  # fmt: skip
+               state: str | None, sweep: bool = False) -> dict:
     """The stage view's figures (plain data, also in the JSON) from the shape's progress, live() and the summary."""
     stages = live.get("stages") or []
     sat = summary.get("saturation") if isinstance(summary.get("saturation"), Mapping) else {}
@@ -238,7 +238,7 @@ def stage_html(v: Mapping) -> str:
         cards.append(_card("detectors", v["batching"], f"last live check: {detector_text(det)}" if det else ""))
     else:
         cards.append(_card("live detectors", detector_text(det) if det else "–",
-                           "" if det else "no detector state yet (telemetry/detectors.py)"))
+                           "" if det else "no detector state yet (telemetry/control/detectors.py)"))
     for version, b in (v.get("versions") or {}).items():  # each route version's own backend (--route-table)
         kv = b.get("kv_cache_usage")
         cards.append(_card(f"version {version}", "–" if kv is None else f"KV {kv:.0%}",
@@ -247,7 +247,7 @@ def stage_html(v: Mapping) -> str:
     fb = v.get("route_fallback")
     if fb:
         state = (f"switched at {fb['switched_at_s']:.0f} s" if fb.get("fired") else
-                 "not run" if fb.get("error") else "watching")  # fmt: skip
+                 "not run" if fb.get("error") else "watching")
         sub = fb.get("error") or (f"{fb['switch_after_breach_s']:.1f} s after the breach" if fb.get("fired") else "")
         cards.append(_card("route fallback", f"{fb.get('from')} → {fb.get('to')}: {state}", f"{fb['rule']} {sub}"))
     return "".join(cards)
@@ -274,7 +274,7 @@ class ChartsPage:
         progress = shape.progress() if callable(getattr(shape, "progress", None)) else None
         runner = env.runner
         view = stage_view(progress, live, summary, getattr(runner, "user_count", None),
-                          getattr(runner, "state", None), sweep=callable(getattr(shape, "progress", None)))  # fmt: skip
+                          getattr(runner, "state", None), sweep=callable(getattr(shape, "progress", None)))
         figures = []
         lag = SETTLE_MASTER_S if isinstance(runner, MasterRunner) else SETTLE_S
         over = final is not None or getattr(runner, "state", None) not in ACTIVE  # a web run stopped: no final yet
@@ -307,7 +307,7 @@ class ChartsPage:
                 log.exception("%s failed", DATA_ROUTE)
                 self._warned = True
             return Response(json.dumps({"error": f"{type(e).__name__}: {e}"}), status=500,
-                            mimetype="application/json")  # fmt: skip
+                            mimetype="application/json")
         return Response(body, mimetype="application/json", headers={"Cache-Control": "no-store"})
 
     def page(self) -> Response:

@@ -1,4 +1,4 @@
-"""``/llm/client-load``: the client saturation guard's figures per process (telemetry/client_load.py), JSON —
+"""``/llm/client-load``: the client saturation guard's figures per process (telemetry/control/client_load.py), JSON —
 the same object as the summary's ``client_load`` section, live."""
 
 from __future__ import annotations

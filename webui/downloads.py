@@ -24,7 +24,7 @@ from pathlib import Path
 from flask import Blueprint, Response
 
 from run.context import attach
-from telemetry.sinks import csv_text, json_bytes, stages_rows, stats_rows
+from telemetry.outputs.sinks import csv_text, json_bytes, stages_rows, stats_rows
 
 log = logging.getLogger(__name__)
 
@@ -34,7 +34,7 @@ FILES = (
      "LLM per-request records (JSONL, --llm-requests-jsonl)"),
     ("vllm_bench_json", "/llm/vllm-bench.json", "vllm_bench.json", "application/json",
      "vLLM bench results (JSON, --vllm-bench-json)"),
-)  # fmt: skip
+)
 """Files a run writes to a path an option names, served from that path."""
 
 
@@ -56,7 +56,7 @@ class Downloads:
         out = [{"href": "./llm/summary.json", "title": "LLM summary (JSON, --llm-summary-json)"},
                {"href": "./llm/stats.csv", "title": "LLM stats (CSV, --llm-csv)"},
                {"href": "./llm/stages.csv", "title": "LLM stages (CSV, --llm-csv)"},
-               {"href": "./llm/charts", "title": "LLM live charts (page)"}]  # fmt: skip
+               {"href": "./llm/charts", "title": "LLM live charts (page)"}]
         options = self.environment.parsed_options
         for dest, route, _name, _type, title in FILES:
             if getattr(options, dest, None):
@@ -70,7 +70,7 @@ class Downloads:
             except Exception as e:  # say what broke instead of Flask's bare 500 page
                 log.exception("LLM download failed")
                 return Response(f"could not build the file: {type(e).__name__}: {e}", status=500,
-                                mimetype="text/plain")  # fmt: skip
+                                mimetype="text/plain")
         view.__name__ = fn.__name__
         return view
 
@@ -94,7 +94,7 @@ class Downloads:
             bp.add_url_rule(route, dest, auth(self._guarded(self._file_view(dest, name, mimetype))))
         web_ui.app.register_blueprint(bp)
         web_ui.template_args["extendedCsvFiles"] = [*(web_ui.template_args.get("extendedCsvFiles") or []),
-                                                    *self.links()]  # fmt: skip
+                                                    *self.links()]
         return self
 
     def _file_view(self, dest: str, name: str, mimetype: str):

@@ -139,7 +139,7 @@ def layout() -> list[dict]:
     order = {g: i for i, g in enumerate(GROUPS)}
     rows = sorted(LAYOUT.items(), key=lambda kv: order[kv[1][0]])  # stable: the table's order within a group
     return [{"name": camel(dest), "group": group, "label": label, "shapes": readers.get(dest)}
-            for dest, (group, label) in rows]  # fmt: skip
+            for dest, (group, label) in rows]
 
 
 SCRIPT = """(function () {

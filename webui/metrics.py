@@ -10,7 +10,7 @@ from flask import Response
 from prometheus_client import generate_latest
 
 from run.context import attach
-from telemetry.exporter import CONTENT_TYPE, llm_registry
+from telemetry.outputs.exporter import CONTENT_TYPE, llm_registry
 
 ROUTE = "/llm/metrics"
 

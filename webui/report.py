@@ -11,7 +11,7 @@ import logging
 from flask import Blueprint, Response
 
 from run.context import attach
-from telemetry.report.render import render
+from telemetry.outputs.report.render import render
 
 log = logging.getLogger(__name__)
 
@@ -32,7 +32,7 @@ class ReportPage:
         except Exception as e:  # say what broke instead of Flask's bare 500 page
             log.exception("/llm/report failed")
             return Response(f"the LLM report could not be built: {type(e).__name__}: {e}", status=500,
-                            mimetype="text/plain")  # fmt: skip
+                            mimetype="text/plain")
 
     def register(self, web_ui) -> ReportPage:
         bp = Blueprint("llm_report", __name__)

@@ -16,8 +16,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from telemetry.live import LIVE
 from telemetry.metrics import BY_KEY
+from telemetry.outputs.live import LIVE
 
 TAB_KEY = "llm"
 MISSING = "—"
@@ -86,7 +86,8 @@ def now_row(live: Mapping, stages: list[Mapping], users: int | None) -> dict[str
 
 
 def detector_text(state: Mapping | None) -> str:
-    """The live detectors in one cell: ``batching ok · ttft_p99_ms BREACHED 950 > 800`` (telemetry/detectors.py)."""
+    """The live detectors in one cell: ``batching ok · ttft_p99_ms BREACHED 950 > 800``
+    (telemetry/control/detectors.py)."""
     if not isinstance(state, Mapping):
         return MISSING
     b = state.get("batching") or {}

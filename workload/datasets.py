@@ -191,7 +191,7 @@ def _aiperf_turn(t: object, where: str) -> DialogTurn:
     if delay is not None and (isinstance(delay, bool) or not isinstance(delay, int | float) or delay < 0):
         raise ValueError(f"{where}: delay must be milliseconds >= 0, got {delay!r}")
     return DialogTurn(text, output_tokens=_opt_count(t, ("max_tokens", "output_length"), where),
-                      delay_s=None if delay is None else delay / 1000.0)  # fmt: skip
+                      delay_s=None if delay is None else delay / 1000.0)
 
 
 def parse_dialog(obj: object, fmt: str, where: str, line: int) -> Dialog:
@@ -211,7 +211,7 @@ def parse_dialog(obj: object, fmt: str, where: str, line: int) -> Dialog:
         system, turns = _pairs(msgs, "role", "content", where)
     elif fmt == "custom":
         turns = [DialogTurn(_text(obj.get("prompt"), "prompt", where),
-                            output_tokens=_opt_count(obj, ("output_tokens",), where))]  # fmt: skip
+                            output_tokens=_opt_count(obj, ("output_tokens",), where))]
     elif fmt == "aiperf":
         if "turns" in obj:
             raw = obj["turns"]
@@ -270,7 +270,7 @@ def _load(path: str, fmt: str, _size: int, _mtime_ns: int) -> Dataset:
         if fmt is None:
             no = records[0][0] if records else 1
             raise ValueError(f"{p}:{no}: cannot tell the dataset format; pass --dataset-format "
-                             f"({', '.join(FORMATS)})")  # fmt: skip
+                             f"({', '.join(FORMATS)})")
     dialogs, skipped = [], {}
     for no, obj in records:
         d = parse_dialog(obj, fmt, f"{p}:{no}", no)
@@ -320,7 +320,7 @@ class Selection:
 
 def select(ds: Dataset, *, seed: int, sample: int = 0, shuffle: bool = False, place: int = 0, workers: int = 1,
            measure=None, input_range: tuple[int, int | None] | None = None,
-           output_range: tuple[int, int | None] | None = None) -> Selection:  # fmt: skip
+           output_range: tuple[int, int | None] | None = None) -> Selection:
     """The records one process replays. Filters first (``measure(dialog) -> (input tokens, output tokens or
     None)`` with the served model's tokenizer), then ``sample`` of them drawn with ``seed`` alone (the same records
     in every process; 0 = all, in file order unless ``shuffle``), then this process's share: every ``workers``-th

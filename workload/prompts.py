@@ -115,7 +115,7 @@ class NaturalText:
         enc = tokenizer.encode(text, add_special_tokens=False)
         toks, offs = enc.tokens, enc.offsets
         bounds = [k for k in range(1, len(toks))
-                  if _SPACE_LED.match(toks[k]) and not toks[k - 1].endswith("Ġ")]  # fmt: skip
+                  if _SPACE_LED.match(toks[k]) and not toks[k - 1].endswith("Ġ")]
         self.bounds = np.asarray(bounds, dtype=np.int64)
         """Token indexes a run may start or end at."""
         self.starts = [offs[k][0] for k in bounds]
@@ -153,7 +153,7 @@ class SyntheticPrompts:
     chat template's tokens before it) is its own, as with words."""
 
     def __init__(self, tokenizer: Tokenizer, chat: bool, verify_every: int = 64,
-                 render: ChatRenderer | None = None, text: str = "words") -> None:  # fmt: skip
+                 render: ChatRenderer | None = None, text: str = "words") -> None:
         if text not in SYNTHETIC_TEXTS:
             raise ValueError(f"unknown synthetic text {text!r}; expected one of {', '.join(SYNTHETIC_TEXTS)}")
         self.count = TokenCounter(tokenizer, chat, render)
@@ -247,7 +247,7 @@ class FilePrompts:
     """Prompts of a dataset, drawn at random; token counts computed once."""
 
     def __init__(self, prompts: list[str], tokenizer: Tokenizer, chat: bool,
-                 render: ChatRenderer | None = None) -> None:  # fmt: skip
+                 render: ChatRenderer | None = None) -> None:
         self.count = count = TokenCounter(tokenizer, chat, render)
         self.prompts = [Prompt(t, count(t)) for t in prompts]
 

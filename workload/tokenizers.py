@@ -137,7 +137,7 @@ def choose_tokenizer(option: str, model: str | None) -> Chosen:
         DEFAULT_TOKENIZER, "fallback", model,
         f"{what}: counting with {DEFAULT_TOKENIZER}; pass --tokenizer (a name, a tokenizer.json or a model "
         "folder) or --align-prompts to re-cut prompts to the server's /tokenize counts",
-    )  # fmt: skip
+    )
 
 
 _HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[\w.-]+")
@@ -302,7 +302,7 @@ def _chat_renderer(name_or_path: str) -> ChatRenderer:
 
     def render(messages: list[dict], add_generation_prompt: bool = True) -> str:
         plain = [{**m, "content": _content_text(m["content"])} if isinstance(m.get("content"), list) else m
-                 for m in messages]  # fmt: skip
+                 for m in messages]
         try:
             return compiled.render(messages=plain, add_generation_prompt=add_generation_prompt, **specials)
         except (TemplateError, TypeError, KeyError, IndexError, AttributeError) as e:
@@ -352,7 +352,7 @@ def _jinja_env():
         raise TemplateError(message)
 
     def tojson(value: object, ensure_ascii: bool = False, indent: int | None = None, separators=None,
-               sort_keys: bool = False) -> str:  # fmt: skip
+               sort_keys: bool = False) -> str:
         return json.dumps(value, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
 
     def strftime_now(fmt: str) -> str:

@@ -38,7 +38,7 @@ from workload.tokenizers import ChatRenderer
 BLOCK_TOKENS = 512
 """Tokens per hash id (the Mooncake traces' block size)."""
 FORM = ('JSONL, one request per line: {"timestamp": MS, "input_length": N, "output_length": N, '
-        '"hash_ids": [ID, ...]} (hash_ids optional, at most ceil(input_length / 512) of them)')  # fmt: skip
+        '"hash_ids": [ID, ...]} (hash_ids optional, at most ceil(input_length / 512) of them)')
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,7 +100,7 @@ def parse_record(obj: object, where: str, line: int) -> tuple[float, int, int, t
     blocks = math.ceil(n_in / BLOCK_TOKENS)
     if len(ids) > blocks:
         raise ValueError(f"{where}: {len(ids)} hash_ids for input_length {n_in}: at most {blocks} blocks of "
-                         f"{BLOCK_TOKENS} tokens")  # fmt: skip
+                         f"{BLOCK_TOKENS} tokens")
     return float(stamp), n_in, n_out, tuple(ids)
 
 
@@ -133,7 +133,7 @@ class BlockPrompts:
     template's (or BOS's) tokens come off the end, so the server counts ``input_length``."""
 
     def __init__(self, tokenizer: Tokenizer, chat: bool, seed: int = 0, verify_first: int = 16,
-                 render: ChatRenderer | None = None, salt: int | None = None) -> None:  # fmt: skip
+                 render: ChatRenderer | None = None, salt: int | None = None) -> None:
         self._words = SyntheticPrompts(tokenizer, chat, verify_every=0, render=render)
         self._count = self._words.count
         self._overhead = self._count(self._words.words_pool[0]) - 1

@@ -11,7 +11,7 @@ NVIDIA's dcgm-exporter instead, from `DCGM_FI_DEV_FB_USED` / `DCGM_FI_DEV_FB_FRE
 (%), whichever exists (PromQL `or`, ours first). Stage boundaries are annotations drawn from `llm_stage_info`. The
 client latency panels are :data:`METRIC_PANELS` (keyed by telemetry.metrics' registry key: a panel's kind, title,
 help and vLLM's histograms of the same quantity), so a new client metric gets its panel with one entry there; the
-live detectors' gauges (telemetry/detectors.py) have their own panels.
+live detectors' gauges (telemetry/control/detectors.py) have their own panels.
 
 Imports anywhere: every query reads the datasource variable ``${datasource}`` (no hard-coded uid), ``__inputs``
 lets Grafana's import dialog ask for the Prometheus to use, and the variables ``model`` (vLLM's ``model_name``),
@@ -107,7 +107,7 @@ METRIC_PANELS: dict[str, MetricPanel] = {
                         "<think>...</think> in content)."),
     "thinking": MetricPanel("p99", "Thinking span p99", "First answer token minus first reasoning token, per request "
                             "(R1-style reasoning)."),
-}  # fmt: skip
+}
 """Client metric (registry key) -> its panel, in registry order."""
 
 
@@ -118,11 +118,11 @@ def latency_panel(m: ClientMetric, p: MetricPanel) -> Panel:
         Target(f'llm_latency_quantile_seconds{{metric="{m.key}", quantile="{q:g}"}}',
                f"client p{q * 100:g} (merged sketch)")
         for q in (0.95, 0.99)
-    ]  # fmt: skip
+    ]
     targets += [
         Target(quantile(q, name, by="", where=SERVER), f"server p{q * 100:g} ({name})")
         for name in p.server for q in (0.95, 0.99)
-    ]  # fmt: skip
+    ]
     return Panel(p.title, "s", targets, p.help)
 
 
@@ -198,7 +198,7 @@ PANELS: list[Panel] = [
             Target(f"gpu_memory_used_bytes or DCGM_FI_DEV_FB_USED * {MIB}", "used gpu {{gpu}}"),
             Target(f"gpu_memory_total_bytes or (DCGM_FI_DEV_FB_USED + DCGM_FI_DEV_FB_FREE) * {MIB}",
                    "total gpu {{gpu}}"),
-        ],  # fmt: skip
+        ],
         "From server.gpu_exporter (gpu profile), else from NVIDIA's dcgm-exporter (frame buffer, MiB -> bytes).",
     ),
     Panel(
@@ -215,9 +215,9 @@ PANELS: list[Panel] = [
             Target("llm_batching_degraded", "batching degraded"),
             Target("llm_slo_breached", "SLO breached: {{slo}}"),
         ],
-        "1 while the load generator's live detector fires (telemetry/detectors.py, every second on the trailing "
-        "--batching-windows windows): the batching-collapse rule, each SLO. The alerts LLMBatchingCollapsed and "
-        "LLMSLOBreached read the same gauges.",
+        "1 while the load generator's live detector fires (telemetry/control/detectors.py, every second on the "
+        "trailing --batching-windows windows): the batching-collapse rule, each SLO. The alerts "
+        "LLMBatchingCollapsed and LLMSLOBreached read the same gauges.",
         max=1.0,
     ),
     Panel(
@@ -273,7 +273,7 @@ def variables() -> list[dict]:
     """The datasource variable, then one query variable per label filter (multi-select, All by default)."""
     ds = {"name": "datasource", "label": "Prometheus", "type": "datasource", "query": "prometheus",
           "current": {"selected": False, "text": f"${{{DS_INPUT}}}", "value": f"${{{DS_INPUT}}}"},
-          "hide": 0, "refresh": 1, "regex": "", "options": []}  # fmt: skip
+          "hide": 0, "refresh": 1, "regex": "", "options": []}
     out = [ds]
     for name, label, series, lbl in VARIABLES:
         out.append({
@@ -282,7 +282,7 @@ def variables() -> list[dict]:
             "query": {"query": f"label_values({series}, {lbl})", "refId": f"{name}-values"},
             "includeAll": True, "allValue": ALL, "multi": True, "refresh": 2, "sort": 1, "hide": 0,
             "current": {"selected": True, "text": ["All"], "value": ["$__all"]}, "options": [], "regex": "",
-        })  # fmt: skip
+        })
     return out
 
 

@@ -254,7 +254,7 @@ class ScriptedApp:
             ("GET", "/stats"): lambda req, conn: _send(conn, 200, s.report()),
             ("POST", "/v1/chat/completions"): self._timed(self._completion),
             ("POST", "/v1/completions"): self._timed(self._completion),
-        }  # fmt: skip
+        }
         if s.tokenize:
             self.routes[("POST", "/tokenize")] = self._timed(self._tokenize)
 
@@ -372,7 +372,7 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
         help="event loop selector: select (default) times writes to the microsecond but serves file descriptors "
              "below 1024 only (about 1000 connections); epoll serves any number, its waits round up to whole "
              "milliseconds (benchmarks with many streams: bench.client_cost at 512 streams per client)",
-    )  # fmt: skip
+    )
     args = p.parse_args(argv)
     try:
         args.fault = tuple(f for spec in args.fault if spec.strip(", ") for f in parse_faults(spec))

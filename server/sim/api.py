@@ -101,7 +101,7 @@ class SimApp:
     def __init__(self, engine: Engine, tokenizer: Tokenizer, vocab: Vocabulary, model_name: str,
                  max_model_len: int, eos_probability: float, rng: np.random.Generator,
                  registry: CollectorRegistry, faults: Faults | None = None, batcher: WriteBatcher | None = None,
-                 chat_render: ChatRenderer | None = None):  # fmt: skip
+                 chat_render: ChatRenderer | None = None):
         self.engine = engine
         self.tok = tokenizer
         self.render_chat = chat_render or render_chat

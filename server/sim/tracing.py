@@ -69,7 +69,7 @@ class SimTracer:
         self.failed = 0
         self.dropped = 0
         self._resource = Resource(attributes=[_kv("service.name", "vllm"), _kv("vllm.process_id", str(os.getpid())),
-                                              _kv("vllm.instrumenting_module_name", "vllm.api_server")])  # fmt: skip
+                                              _kv("vllm.instrumenting_module_name", "vllm.api_server")])
 
     def start(self) -> SimTracer:
         self._thread = threading.Thread(target=self._loop, name="sim-otlp", daemon=True)
@@ -112,7 +112,7 @@ class SimTracer:
         tid, parent = ctx if ctx is not None else (os.urandom(16), b"")
         span = Span(trace_id=tid, span_id=os.urandom(8), parent_span_id=parent, name="llm_request",
                     kind=Span.SPAN_KIND_SERVER, start_time_unix_nano=start_ns,
-                    end_time_unix_nano=start_ns + int(e2e * 1e9), attributes=attrs)  # fmt: skip
+                    end_time_unix_nano=start_ns + int(e2e * 1e9), attributes=attrs)
         with self._lock:
             if len(self._done) >= MAX_QUEUE:
                 self.dropped += 1
@@ -132,9 +132,9 @@ class SimTracer:
         body = ExportTraceServiceRequest(resource_spans=[ResourceSpans(
             resource=self._resource,
             scope_spans=[ScopeSpans(scope=InstrumentationScope(name=SCOPE), spans=spans)],
-        )]).SerializeToString()  # fmt: skip
+        )]).SerializeToString()
         rq = urllib.request.Request(self.endpoint, data=body, method="POST",
-                                    headers={"Content-Type": "application/x-protobuf"})  # fmt: skip
+                                    headers={"Content-Type": "application/x-protobuf"})
         try:
             with urllib.request.urlopen(rq, timeout=5) as r:
                 r.read()

@@ -50,7 +50,8 @@ def _judgeable(w: Window, metric: str) -> bool:
 
 def baseline(windows: Sequence[Window], rule: BatchingRule = BatchingRule()) -> dict | None:
     """The baseline the rule compares with: the first ``baseline_windows`` judgeable windows (None: not enough).
-    ``{"windows", "p99_ms", "batch_size_median", "metric"}``; the live detector (telemetry/detectors.py) freezes it."""
+    ``{"windows", "p99_ms", "batch_size_median", "metric"}``; the live detector
+    (telemetry/control/detectors.py) freezes it."""
     base = [w for w in windows if _judgeable(w, rule.metric)][: rule.baseline_windows]
     if len(base) < rule.baseline_windows:
         return None

@@ -49,13 +49,13 @@ def verdict(server: dict | None, batching: dict | None, decomposition: dict | No
     if kv_mean is not None and (kv_mean >= KV_MEAN_FULL or (preempt > 0 and (kv_max or 0) >= KV_MAX_FULL)):
         ev = (f"KV cache usage mean {kv_mean:.2f} (max {kv_max:.2f}), {preempt} preemptions"
               + (f", up to {waiting} requests waiting" if waiting else "")
-              + ": requests wait for KV blocks, the cache's capacity limits the run")  # fmt: skip
+              + ": requests wait for KV blocks, the cache's capacity limits the run")
         return {"cause": "kv_cache", "evidence": ev, "source": "server_metrics"}
     if batching and batching.get("verdict"):
         base = batching.get("baseline") or {}
         ev = (f"batch size collapsed (baseline median {base.get('batch_size_median')}) from "
               f"{batching.get('failed_at_s')} s while the TTFT p99 rose; flagged windows "
-              f"{batching.get('flagged_windows')}")  # fmt: skip
+              f"{batching.get('flagged_windows')}")
         return {"cause": "batching_collapse", "evidence": ev, "source": "server_metrics"}
     # the split itself is said once, by the decomposition's (or the tail's) statement: the evidence names its source
     if tail and tail.get("shares"):

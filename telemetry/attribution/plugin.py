@@ -13,9 +13,9 @@ from run.hooks import SummaryHooks
 from telemetry.attribution.bottleneck import verdict
 from telemetry.attribution.console import console_lines
 from telemetry.attribution.section import AttributionConfig, build
-from telemetry.sketch import LogSketch
-from telemetry.summary import q_ms
-from telemetry.view import RunView
+from telemetry.measure.sketch import LogSketch
+from telemetry.measure.view import RunView
+from telemetry.outputs.summary import q_ms
 
 
 def section(view: RunView, summary: dict | None = None) -> dict:
@@ -30,7 +30,7 @@ def section(view: RunView, summary: dict | None = None) -> dict:
     else:  # the histograms' mean split stays the fallback
         att["tail"] = {"source": "histograms", "statement": att["decomposition"].get("statement")}
     att["bottleneck"] = verdict(summary.get("server"), att.get("batching_failure"), att.get("decomposition"),
-                                (traces or {}).get("tail", {}).get("ttft") if spans else None)  # fmt: skip
+                                (traces or {}).get("tail", {}).get("ttft") if spans else None)
     return att
 
 

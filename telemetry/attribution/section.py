@@ -25,8 +25,8 @@ from telemetry.attribution.options import (
 from telemetry.attribution.source import client_windows, server_deltas, server_samples
 from telemetry.attribution.spikes import SpikeRule, find_spikes
 from telemetry.attribution.window import Window, align
+from telemetry.measure.view import RunView
 from telemetry.options import ATTRIBUTION_WINDOW_DEFAULT
-from telemetry.view import RunView
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,13 +66,13 @@ def window_rows(windows: list[Window], flagged: set[int]) -> list[dict]:
             "waiting_max": w.waiting_max, "kv_usage_max": w.kv_usage_max, "preemptions": w.preemptions,
             "server_ms": {name: h.to_q() for name, h in w.server.items() if h.count > 0},
             "batching_flagged": w.index in flagged,
-        })  # fmt: skip
+        })
     return rows
 
 
 def _client_q(cells, metric: str) -> dict:
-    from telemetry.recorder import Recorder
-    from telemetry.summary import q_ms
+    from telemetry.measure.recorder import Recorder
+    from telemetry.outputs.summary import q_ms
 
     return q_ms(Recorder.merged_sketch(cells, metric))
 

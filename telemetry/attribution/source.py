@@ -1,6 +1,6 @@
 """Reads the run's view into the attribution's inputs: client windows and server samples.
 
-The view (:class:`telemetry.view.RunView`) has the merged client sketches in wall-clock slots and the
+The view (:class:`telemetry.measure.view.RunView`) has the merged client sketches in wall-clock slots and the
 scraper's server samples (``t`` = seconds since the run start, gauges, counters, and cumulative
 histogram buckets under ``hist``). This module is the only place that knows those shapes.
 
@@ -51,7 +51,7 @@ def _hist(d: Mapping) -> CumulativeHistogram | None:
 
 
 def server_sample(d: Mapping) -> ServerSample:
-    """One scraper sample (``telemetry.scraper.parse_server_metrics`` + ``t``) as a :class:`ServerSample`."""
+    """One scraper sample (``telemetry.measure.scraper.parse_server_metrics`` + ``t``) as a :class:`ServerSample`."""
     hists = {}
     for name in SERVER_HISTOGRAMS:
         raw = (d.get("hist") or {}).get(name)

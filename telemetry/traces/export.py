@@ -73,7 +73,7 @@ class SpanExport:
             "llm.request_id": r.meta.request_id or "", "llm.user_class": r.meta.user_class, "llm.stage": r.meta.stage,
             "llm.ok": r.ok, "llm.batch_size": r.meta.batch_size, "gen_ai.usage.prompt_tokens": r.prompt_tokens,
             "gen_ai.usage.completion_tokens": r.output_tokens, "llm.e2e_ms": r.e2e_s * 1000.0,
-        }  # fmt: skip
+        }
         if r.ttft_s is not None:
             attrs["llm.ttft_ms"] = r.ttft_s * 1000.0
         if r.meta.version:
@@ -84,7 +84,7 @@ class SpanExport:
         self._ids.span = int(sid, 16) if sid else 0
         try:
             span = self.tracer.start_span(SPAN_NAME, context=Context(), kind=SpanKind.CLIENT, attributes=attrs,
-                                          start_time=_ns(wall0))  # fmt: skip
+                                          start_time=_ns(wall0))
         finally:
             self._ids.trace = self._ids.span = 0
         times = r.chunk_times

@@ -51,7 +51,7 @@ def client_record(r: GenerationResult) -> ClientRecord | None:
     if tid is None:
         return None
     return ClientRecord(tid, m.request_id, r.ok, r.ttft_s, r.e2e_s, r.ttfa_s, m.stage, m.user_class, m.batch_size,
-                        r.error_kind)  # fmt: skip
+                        r.error_kind)
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,7 +94,7 @@ def _combine(c: ClientRecord, spans: list[ServerSpan]) -> Joined:
         queue_s=_max(s.queue_s for s in spans), prefill_s=_max(s.prefill_s for s in spans),
         decode_s=_max(s.decode_s for s in spans), inference_s=_max(s.inference_s for s in spans),
         server_request_id=spans[0].request_id, spans=len(spans),
-    )  # fmt: skip
+    )
 
 
 class TraceJoin:

@@ -94,5 +94,5 @@ def parse_request(body: bytes) -> tuple[list[ServerSpan], int]:
                     inference_s=_num(attrs, ATTR_INFERENCE), prompt_tokens=_int(attrs, ATTR_PROMPT_TOKENS),
                     completion_tokens=_int(attrs, ATTR_COMPLETION_TOKENS),
                     start_ns=int(sp.start_time_unix_nano), end_ns=int(sp.end_time_unix_nano),
-                ))  # fmt: skip
+                ))
     return out, other

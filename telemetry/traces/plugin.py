@@ -124,7 +124,7 @@ class TracesPlugin:
             gevent.sleep(0.1)
         if self.join.waiting_ok():
             log.warning(f"{self.join.waiting_ok()} completed requests got no server span within --otlp-grace "
-                        f"{grace:g} s (summary traces.requests_unjoined)")  # fmt: skip
+                        f"{grace:g} s (summary traces.requests_unjoined)")
 
     def section(self, _view, _summary) -> dict | None:
         if not self.collect:

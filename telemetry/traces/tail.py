@@ -50,7 +50,7 @@ def row(j: Joined) -> dict:
         "prefill_ms": _ms(j.prefill_s), "decode_ms": _ms(j.decode_s), "inference_ms": _ms(j.inference_s),
         "remainder_ttft_ms": _ms(_sub(c.ttft_s, j.server_ttft_s)),
         "remainder_e2e_ms": _ms(_sub(c.e2e_s, j.server_e2e_s)),
-    }  # fmt: skip
+    }
 
 
 def _parts(j: Joined, by: str) -> dict[str, float | None]:
@@ -58,10 +58,10 @@ def _parts(j: Joined, by: str) -> dict[str, float | None]:
     if by == "ttft":
         return {"queue": j.queue_s, "prefill": j.prefill_s,
                 "server_other": _sub(j.server_ttft_s, j.queue_s, j.prefill_s),
-                "network_client": _sub(c.ttft_s, j.server_ttft_s)}  # fmt: skip
+                "network_client": _sub(c.ttft_s, j.server_ttft_s)}
     return {"queue": j.queue_s, "prefill": j.prefill_s, "decode": j.decode_s,
             "server_other": _sub(j.server_e2e_s, j.queue_s, j.prefill_s, j.decode_s),
-            "network_client": _sub(c.e2e_s, j.server_e2e_s)}  # fmt: skip
+            "network_client": _sub(c.e2e_s, j.server_e2e_s)}
 
 
 def _client(j: Joined, by: str) -> float | None:
@@ -92,13 +92,13 @@ def composition(joined: list[Joined], by: str, q: float = TAIL_Q) -> dict | None
     pct = round((1 - q) * 100, 3)
     named = ", ".join(f"{shares[n] * 100:.0f} % {PART_LABELS[n]}" for n in sorted(shares, key=shares.get, reverse=True))
     statement = (f"of the {pct:g} % slowest {by.upper()}s ({len(tail)} requests, >= {threshold * 1000:.0f} ms, "
-                 f"mean {total / len(tail) * 1000:.0f} ms): {named}")  # fmt: skip
+                 f"mean {total / len(tail) * 1000:.0f} ms): {named}")
     return {
         "quantile": q, "threshold_ms": _ms(threshold), "requests": len(tail), "mean_ms": _ms(total / len(tail)),
         "shares": {n: round(v, 4) for n, v in shares.items()},
         "parts_mean_ms": {n: _ms(s / len(tail)) for n, s in sums.items()},
         "dominant": dominant, "negative_parts": negative, "statement": statement,
-    }  # fmt: skip
+    }
 
 
 def _reasoning(joined: list[Joined]) -> bool:
@@ -108,7 +108,7 @@ def _reasoning(joined: list[Joined]) -> bool:
 def traces_section(join: TraceJoin, receiving: bool = True) -> dict:
     ok = [j for j in join.joined if j.client.ok]
     over_ttft = sum(1 for j in ok if j.server_ttft_s is not None and j.client.ttft_s is not None
-                    and j.server_ttft_s > j.client.ttft_s)  # fmt: skip
+                    and j.server_ttft_s > j.client.ttft_s)
     over_e2e = sum(1 for j in ok if j.server_e2e_s is not None and j.server_e2e_s > j.client.e2e_s)
     rem_ttft = [r for j in ok if (r := _sub(j.client.ttft_s, j.server_ttft_s)) is not None]
     rem_e2e = [r for j in ok if (r := _sub(j.client.e2e_s, j.server_e2e_s)) is not None]
@@ -116,7 +116,7 @@ def traces_section(join: TraceJoin, receiving: bool = True) -> dict:
     out["server_ttft_over_client"] = over_ttft
     out["server_e2e_over_client"] = over_e2e
     out["remainder_min_ms"] = {"ttft": _ms(min(rem_ttft)) if rem_ttft else None,
-                               "e2e": _ms(min(rem_e2e)) if rem_e2e else None}  # fmt: skip
+                               "e2e": _ms(min(rem_e2e)) if rem_e2e else None}
     bys = ["ttft", "e2e"] + (["ttfa"] if _reasoning(ok) else [])
     out["slowest"] = {
         by: [row(j) for j in sorted((j for j in ok if _client(j, by) is not None), key=lambda j: -_client(j, by))][

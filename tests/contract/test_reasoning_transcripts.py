@@ -48,7 +48,7 @@ def _shape(payloads: list[bytes]) -> list[tuple]:
         c = obj["choices"][0] if obj["choices"] else {}
         usage = obj.get("usage") or {}
         out.append((obj["object"], tuple(sorted(c.get("delta", {}))), c.get("finish_reason"),
-                    usage.get("completion_tokens")))  # fmt: skip
+                    usage.get("completion_tokens")))
     return out
 
 
@@ -87,7 +87,7 @@ def test_recorded_whole_answer_is_all_reasoning():
 def test_simulator_speaks_the_recorded_reasoning_format():
     req = STREAMED.meta["request"]
     with running_sim("--time-scale", "50", "--reasoning", "fixed:1000", "--reasoning-field", "reasoning",
-                     "--served-model-name", req["model"]) as sim:  # fmt: skip
+                     "--served-model-name", req["model"]) as sim:
         status, _h, raw = post(sim.port, STREAMED.meta["path"], req)
         w_status, _h, w_raw = post(sim.port, WHOLE.meta["path"], WHOLE.meta["request"])
     assert status == 200 and w_status == 200
@@ -111,7 +111,7 @@ def test_simulator_thinking_reads_back_as_reasoning_then_answer_in_every_wire_fo
     req = {"model": model, "messages": [{"role": "user", "content": "hi"}], "max_tokens": 216, "ignore_eos": True,
            "stream": True, "stream_options": {"include_usage": True, "continuous_usage_stats": True}}
     with running_sim("--time-scale", "50", "--served-model-name", model, "--tokenizer", "deepseek-r1",
-                     "--reasoning", "fixed:200", "--reasoning-field", field) as sim:  # fmt: skip
+                     "--reasoning", "fixed:200", "--reasoning-field", field) as sim:
         status, _h, raw = post(sim.port, "/v1/chat/completions", req)
     assert status == 200, raw[:300]
     t = _tally(raw, 0)

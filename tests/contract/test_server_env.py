@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from telemetry.runrecord import CACHE_LABELS, parse_cache_config, read_server_env
+from telemetry.outputs.runrecord import CACHE_LABELS, parse_cache_config, read_server_env
 from tests.server.sim.helpers import get, running_sim
 
 HERE = Path(__file__).with_name("server_env")

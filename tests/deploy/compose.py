@@ -29,7 +29,7 @@ def config(profile: str, file: Path = COMPOSE_FILE) -> subprocess.CompletedProce
         [docker_compose(), "-f", str(file), "--profile", profile, "config"],
         cwd=ROOT, capture_output=True, text=True, timeout=60,
         env={"PATH": "/usr/bin:/bin", "HOME": "/tmp"},  # no LLM_HOST/VLLM_* from the caller: the file's defaults
-    )  # fmt: skip
+    )
 
 
 @cache

@@ -17,7 +17,8 @@ from tests.support import ROOT
 
 DASHBOARD = ROOT / "deploy" / "grafana" / "dashboards" / "deepseek-locust.json"
 
-# The exporter's names (telemetry/metrics.py, telemetry/exporter.py) and vLLM's: what the dashboard may refer to.
+# The exporter's names (telemetry/metrics.py, telemetry/outputs/exporter.py) and vLLM's: what the dashboard
+# may refer to.
 CLIENT_METRICS = {
     "llm_time_to_first_token_seconds", "llm_inter_token_latency_seconds", "llm_time_per_output_token_seconds",
     "llm_request_duration_seconds", "llm_decode_span_seconds", "llm_requests_total", "llm_prompt_tokens_total",
@@ -26,14 +27,14 @@ CLIENT_METRICS = {
     "llm_server_requests_waiting", "llm_server_preemptions_total", "llm_time_to_second_token_seconds",
     "llm_time_to_first_answer_token_seconds", "llm_thinking_span_seconds", "llm_reasoning_tokens_total",
     "llm_batching_degraded", "llm_slo_breached", "llm_slo_value", "llm_slo_threshold",
-}  # fmt: skip
+}
 VLLM_METRICS = {
     "vllm:kv_cache_usage_perc", "vllm:num_requests_running", "vllm:num_requests_waiting",
     "vllm:num_preemptions_total", "vllm:time_to_first_token_seconds", "vllm:inter_token_latency_seconds",
     "vllm:e2e_request_latency_seconds", "vllm:request_queue_time_seconds", "vllm:request_prefill_time_seconds",
     "vllm:request_decode_time_seconds", "vllm:prefix_cache_queries_total", "vllm:prefix_cache_hits_total",
     "vllm:cache_config_info",
-}  # fmt: skip
+}
 VLLM_LEGACY = {"vllm:gpu_cache_usage_perc", "vllm:time_per_output_token_seconds"}
 # vLLM V1 names beyond the founding list (served by vLLM 0.11 and by server.sim alike)
 VLLM_EXTRA = {"vllm:request_time_per_output_token_seconds", "vllm:generation_tokens_total"}

@@ -76,7 +76,7 @@ def test_gpu_panels_read_our_exporter_or_dcgm(tmp_path):
         Proc(["sh", "-c", f'exec {PY} -c "$0" {dcgm} < {tmp_path / "dcgm.prom"}', SERVE_TEXT], name="dcgm") as fake,
         Proc([prom_exe, f"--config.file={tmp_path / 'prometheus.yml'}", f"--storage.tsdb.path={tmp_path / 'db'}",
               f"--web.listen-address=127.0.0.1:{prom_port}"], name="prometheus") as prom,
-    ):  # fmt: skip
+    ):
         wait_http(f"http://127.0.0.1:{ours}/metrics", proc=gpu)
         wait_http(f"http://127.0.0.1:{dcgm}/metrics", proc=fake)
         base = f"http://127.0.0.1:{prom_port}"

@@ -196,12 +196,12 @@ def test_kustomize_renders_the_base_and_every_variant(render):
     assert {(o["kind"], o["metadata"]["name"]) for o in base} == {
         ("Namespace", "deepseek-locust"), ("ConfigMap", "locust-config"), ("Deployment", "locust-master"),
         ("Service", "locust-master"), ("Deployment", "locust-worker"),
-    }  # fmt: skip
+    }
     full = render("vllm+hpa+monitoring")
     kinds = {(o["kind"], o["metadata"]["name"]) for o in full}
     assert {("HorizontalPodAutoscaler", "llm-server-vllm"), ("ConfigMap", "prometheus-adapter-rules"),
             ("Deployment", "gpu-exporter"), ("ServiceMonitor", "locust-master"), ("PodMonitor", "llm-server"),
-            ("PodMonitor", "gpu-exporter")} <= kinds  # fmt: skip
+            ("PodMonitor", "gpu-exporter")} <= kinds
     for o in full:
         if o["kind"] != "Namespace":
             assert o["metadata"]["namespace"] == "deepseek-locust", o["metadata"]["name"]
@@ -264,7 +264,7 @@ _ENDPOINT = {
             },
         }},
     },
-}  # fmt: skip
+}
 
 
 def _monitor_schema(kind: str, endpoints: str) -> dict:
@@ -285,7 +285,7 @@ def _monitor_schema(kind: str, endpoints: str) -> dict:
                 },
             },
         },
-    }  # fmt: skip
+    }
 
 
 _RULE = {
@@ -297,7 +297,7 @@ _RULE = {
         "labels": {"type": "object", "additionalProperties": {"type": "string"}},
         "annotations": {"type": "object", "additionalProperties": {"type": "string"}},
     },
-}  # fmt: skip
+}
 MONITOR_SCHEMAS = {
     "ServiceMonitor": _monitor_schema("ServiceMonitor", "endpoints"),
     "PodMonitor": _monitor_schema("PodMonitor", "podMetricsEndpoints"),
@@ -315,7 +315,7 @@ MONITOR_SCHEMAS = {
             }},
         },
     },
-}  # fmt: skip
+}
 
 
 @pytest.mark.slow
@@ -358,7 +358,7 @@ def test_monitors_scrape_every_exporter_under_the_compose_job_names(render):
             assert ep["port"] in ports, (m["metadata"]["name"], ep["port"], ports)
             jobs[_scrape_job(ep)] = (m["metadata"]["name"], ep["port"])
     compose_jobs = {j["job_name"] for j in yaml.safe_load((ROOT / "deploy" / "prometheus.yml").read_text())
-                    ["scrape_configs"]}  # fmt: skip
+                    ["scrape_configs"]}
     assert set(jobs) == compose_jobs
     assert jobs["llm-server"] == ("llm-server", "http") and jobs["locust"] == ("locust-master", "metrics")
 
@@ -411,7 +411,7 @@ def test_adapter_query_is_valid_promql(tmp_path):
         series = re.match(r"[\w:]+", rule["seriesQuery"]).group(0)
         expr = (rule["metricsQuery"].replace("<<.Series>>", series)
                 .replace("<<.LabelMatchers>>", 'namespace="deepseek-locust",pod=~"llm-server-vllm-.*"')
-                .replace("<<.GroupBy>>", "pod"))  # fmt: skip
+                .replace("<<.GroupBy>>", "pod"))
         groups.append({"record": f"adapter:query_{i}", "expr": expr})
     path = tmp_path / "adapter.yml"
     path.write_text(yaml.safe_dump({"groups": [{"name": "adapter", "rules": groups}]}))

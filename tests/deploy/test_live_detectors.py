@@ -31,7 +31,7 @@ CAP_AT_S = 26.0  # sim seconds; the run starts a few seconds after the sim, so t
 GPU_PANELS = ("'GPU memory' A", "'GPU memory' B", "'GPU utilization' A")
 """Read from a GPU exporter (ours or DCGM's), which this box has not: tests/deploy/test_dashboard.py feeds both."""
 LOAD = ["-u", "16", "-r", "16", "--input-len", "fixed:128", "--output-len", "fixed:64", "--model", "sim-tiny",
-        "--server-metrics-interval", "0.5"]  # fmt: skip
+        "--server-metrics-interval", "0.5"]
 
 
 def _range(base: str, expr: str, start: float, end: float) -> list[tuple[float, float]]:
@@ -55,15 +55,15 @@ def test_batching_gauge_flips_within_four_windows_of_the_cap(tmp_path):
     with sim:
         ready = time.time()
         prom = Proc([prom_exe, f"--config.file={tmp_path / 'prometheus.yml'}", f"--storage.tsdb.path={tmp_path / 'db'}",
-                     f"--web.listen-address=127.0.0.1:{prom_port}"], name="prometheus")  # fmt: skip
+                     f"--web.listen-address=127.0.0.1:{prom_port}"], name="prometheus")
         master = Proc([LOCUST, "-f", "locustfile.py", "--headless", "--master", "--expect-workers", "1",
                        "--master-bind-host", "127.0.0.1", "--master-bind-port", str(master_port),
                        "--host", f"http://127.0.0.1:{sim_port}", "--prometheus-port", str(exporter), "-t", "50s",
                        "--only-summary", "--llm-summary-json", str(summary_path), "--attribution-window",
                        f"{WINDOW_S:g}", "--slo-ttft-p99-ms", "600000", *LOAD, "StreamingChatUser"],
-                      name="master")  # fmt: skip
+                      name="master")
         worker = Proc([LOCUST, "-f", "locustfile.py", "--worker", "--master-host", "127.0.0.1", "--master-port",
-                       str(master_port)], name="worker")  # fmt: skip
+                       str(master_port)], name="worker")
         with prom, master, worker:
             base = f"http://127.0.0.1:{prom_port}"
             wait_http(base + "/-/ready", timeout=30, proc=prom)
@@ -74,7 +74,7 @@ def test_batching_gauge_flips_within_four_windows_of_the_cap(tmp_path):
                 time.sleep(0.5)
             time.sleep(2)  # two more scrapes, so rate() over the dashboard's windows has points after the flip
             queries = {where: query(base, concrete(expr, "1m")) for where, expr in dashboard_queries()
-                       if where.split(" ", 1)[1] not in GPU_PANELS}  # fmt: skip
+                       if where.split(" ", 1)[1] not in GPU_PANELS}
             end = time.time()
             degraded = _range(base, 'llm_batching_degraded{job="locust"}', launch, end)
             running = _range(base, 'vllm:num_requests_running{job="llm-server"}', launch, end)
@@ -89,7 +89,7 @@ def test_batching_gauge_flips_within_four_windows_of_the_cap(tmp_path):
     assert fired, f"never degraded: {degraded}\n{log[-3000:]}"
     delay = fired[0] - cap_low
     print(f"llm_batching_degraded 1 at {delay:.1f} s after the cap's lower bound ({(fired[0] - cap_high):.1f} s after "
-          f"its upper bound); window {WINDOW_S:g} s; 0 in {len(before)} scrapes before it")  # fmt: skip
+          f"its upper bound); window {WINDOW_S:g} s; 0 in {len(before)} scrapes before it")
     assert 0 < fired[0] - cap_low <= 4 * WINDOW_S, (delay, degraded)
     # the simulator's own gauge shows the collapse the detector judged: one running sequence after the cap
     assert any(v >= 4 for t, v in running if t < cap_low) and all(v <= 1 for t, v in running if t > fired[0])
@@ -100,7 +100,7 @@ def test_batching_gauge_flips_within_four_windows_of_the_cap(tmp_path):
     assert [c["name"] for c in det["slo"]] == ["ttft_p99_ms"] and not det["slo"][0]["breached"], det["slo"]
     assert len(queries) >= 50, sorted(queries)
     empty = {w: b.get("error") or "no data" for w, b in queries.items()
-             if b.get("status") != "success" or not b["data"]["result"]}  # fmt: skip
+             if b.get("status") != "success" or not b["data"]["result"]}
     assert not empty, f"dashboard queries without data from the run's Prometheus: {empty}"
 
 
@@ -132,7 +132,7 @@ def test_stop_on_batching_ends_the_run_and_says_why(tmp_path):
 
 def test_stop_on_names_are_checked():
     proc = subprocess.run([LOCUST, "-f", "locustfile.py", "--headless", "--llm-stop-on", "batching,slow", "-t", "1s"],
-                          capture_output=True, text=True, timeout=60)  # fmt: skip
+                          capture_output=True, text=True, timeout=60)
     assert proc.returncode != 0
     assert "expected a comma list of batching, slo such as batching,slo, got 'batching,slow'" in proc.stderr
 

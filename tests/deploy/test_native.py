@@ -30,7 +30,7 @@ SIM_METRICS = {
     "vllm:kv_cache_usage_perc", "vllm:num_requests_running", "vllm:num_requests_waiting",
     "vllm:num_preemptions_total", "vllm:time_to_first_token_seconds", "vllm:inter_token_latency_seconds",
     "vllm:e2e_request_latency_seconds", "vllm:request_time_per_output_token_seconds", "vllm:generation_tokens_total",
-}  # fmt: skip
+}
 
 
 # The live SLO gauges exist only with an SLO set (the compose file sets none; tests/deploy/test_live_detectors.py does).
@@ -141,16 +141,16 @@ def test_compose_commands_work_together_natively(tmp_path):
 
         gpu = Proc(native(command(gpu_cfg, "gpu-exporter"), "gpu-exporter", ports, tmp_path), name="gpu-exporter")
         master = Proc(native(command(sim_cfg, "locust-master"), "locust-master", ports, tmp_path),
-                      name="locust-master", env={**env, **load})  # fmt: skip
+                      name="locust-master", env={**env, **load})
         worker = Proc(native(command(sim_cfg, "locust-worker"), "locust-worker", ports, tmp_path),
-                      name="locust-worker", env={**env, **load})  # fmt: skip
+                      name="locust-worker", env={**env, **load})
         prom = Proc(native(command(sim_cfg, "prometheus"), "prometheus", ports, tmp_path), name="prometheus")
         procs = [sim, gpu, master, worker, prom]
         with gpu, master, worker, prom:
             web = f"http://127.0.0.1:{ports.web}"
             wait_http(web + "/", timeout=90, proc=master)
             _poll(lambda: json.load(urllib.request.urlopen(web + "/stats/requests"))["worker_count"] >= 1,
-                  90, "the worker to connect to the master", procs)  # fmt: skip
+                  90, "the worker to connect to the master", procs)
             form = urllib.parse.urlencode({"user_count": 2, "spawn_rate": 2}).encode()
             answer = json.load(urllib.request.urlopen(web + "/swarm", data=form, timeout=10))
             assert answer["success"], answer
@@ -171,14 +171,14 @@ def test_compose_commands_work_together_natively(tmp_path):
                 return {r["metric"]["job"]: float(r["value"][1]) for r in _result(base, "up")}
 
             state = _poll(lambda: (u := up()).get("llm-server") == 1 and u.get("locust") == 1 and "gpu" in u and u,
-                          60, "up == 1 for the simulator and the Locust master (and a GPU target)", procs)  # fmt: skip
+                          60, "up == 1 for the simulator and the Locust master (and a GPU target)", procs)
             assert state.get("gpu") == (1.0 if gpu_has_device else 0.0), state
 
             # Requests flowed through the worker to the master's exporter, and the server's own metrics arrived.
             _poll(lambda: _result(base, 'sum(llm_requests_total{outcome="ok"}) > 0'), 90,
-                  "completed requests in llm_requests_total", procs)  # fmt: skip
+                  "completed requests in llm_requests_total", procs)
             _poll(lambda: _result(base, 'sum(vllm:generation_tokens_total{job="llm-server"}) > 0'), 30,
-                  "generated tokens in the simulator's vllm:generation_tokens_total", procs)  # fmt: skip
+                  "generated tokens in the simulator's vllm:generation_tokens_total", procs)
             # every dashboard metric has series and the key panels have data (rate() over the dashboard's windows
             # needs two scrapes after the first request): polled for, not waited out
             names = set().union(*(names_in(e) for _, e in dashboard_queries()))
@@ -187,9 +187,9 @@ def test_compose_commands_work_together_natively(tmp_path):
 
             def complete() -> bool:
                 gaps[:] = [f"no series for {n}" for n in sorted(expected)
-                           if not _result(base, f'{{__name__=~"{_series(n)}"}}')]  # fmt: skip
+                           if not _result(base, f'{{__name__=~"{_series(n)}"}}')]
                 gaps.extend(f"{title}: no data for {expr}" for title, expr in _key_queries()
-                            if not _result(base, concrete(expr, "1m")))  # fmt: skip
+                            if not _result(base, concrete(expr, "1m")))
                 return not gaps
 
             try:
@@ -259,7 +259,7 @@ def _key_queries() -> list[tuple[str, str]]:
     """Dashboard queries that must return data during a run on the simulator."""
     wanted = ("Time to first token", "Inter-token latency", "Time per output token", "Tokens per second",
               "Requests by outcome", "KV cache: server usage vs client block fill",
-              "Scheduler: running and waiting")  # fmt: skip
+              "Scheduler: running and waiting")
     out = []
     for where, expr in dashboard_queries():
         if any(where.startswith(f"panel {w!r} A") for w in wanted):

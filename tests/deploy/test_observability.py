@@ -103,7 +103,7 @@ def test_dashboard_imports_anywhere():
     assert '"uid": "prometheus"' not in DASHBOARD.read_text()
     # the label variables, each offering the values of a label our series carry, All matching a missing label too
     for name, label in (("model", "model_name"), ("stage", "stage"), ("user_class", "user_class"),
-                        ("version", "version")):  # fmt: skip
+                        ("version", "version")):
         v = variables[name]
         assert v["includeAll"] and v["allValue"] == ".*" and v["definition"].endswith(f", {label})"), v
         assert any(f'=~"${name}"' in e for _, e in dashboard_queries()), f"no query filters by ${name}"
@@ -139,7 +139,7 @@ def test_the_dashboard_covers_what_the_issue_asks_for():
         "llm_server_kv_cache_usage_ratio", "vllm:kv_cache_usage_perc", "llm_client_kv_block_fill_ratio",
         "vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:num_preemptions_total",
         "gpu_memory_used_bytes", "llm_stage_info",
-    ):  # fmt: skip
+    ):
         assert needed in used, needed
     kv = [p for p in dashboard()["panels"] if "llm_client_kv_block_fill_ratio" in str(p["targets"])]
     assert kv and "vllm:kv_cache_usage_perc" in str(kv[0]["targets"]), "client KV fill sits next to server KV usage"
@@ -161,7 +161,7 @@ def test_every_query_parses_in_prometheus(tmp_path):
     cfg = tmp_path / "prometheus.yml"
     cfg.write_text("global:\n  scrape_interval: 5s\nscrape_configs: []\n")
     argv = [_tool("prometheus"), f"--config.file={cfg}", f"--storage.tsdb.path={tmp_path / 'data'}",
-            f"--web.listen-address=127.0.0.1:{port}"]  # fmt: skip
+            f"--web.listen-address=127.0.0.1:{port}"]
     with Proc(argv, name="prometheus") as prom:
         base = f"http://127.0.0.1:{port}"
         wait_http(base + "/-/ready", timeout=30, proc=prom)

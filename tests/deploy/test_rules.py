@@ -20,7 +20,7 @@ from tests.support import ROOT
 PROM_DIR = ROOT / "deploy" / "prometheus"
 RULE_FILES = sorted((PROM_DIR / "rules").glob("*.yml"))
 TEST_FILES = sorted((PROM_DIR / "tests").glob("*.yml"))
-# The exporter's live detector gauges (telemetry/detectors.py, in promql.CLIENT_METRICS): the SLO-breach and
+# The exporter's live detector gauges (telemetry/control/detectors.py, in promql.CLIENT_METRICS): the SLO-breach and
 # batching-collapse alerts read them.
 DETECTOR_GAUGES = {"llm_slo_breached", "llm_slo_value", "llm_slo_threshold", "llm_batching_degraded"}
 PROMETHEUS_SERIES = {"up"}  # written by Prometheus itself for every target
@@ -53,7 +53,7 @@ _RANGES = re.compile(r"\[[^\]]*\]")
 _LABEL_LISTS = re.compile(r"\b(?:by|without|on|ignoring|group_left|group_right)\s*\([^)]*\)")
 _IDENT = re.compile(r"(?<![\w:.])([A-Za-z_:][\w:]*)(?![\w:])(?!\s*\()")
 _KEYWORDS = {"and", "or", "unless", "bool", "offset", "by", "without", "on", "ignoring", "group_left",
-             "group_right", "inf", "nan", "atan2"}  # fmt: skip
+             "group_right", "inf", "nan", "atan2"}
 
 
 def series_in(expr: str) -> set[str]:
@@ -137,7 +137,7 @@ MUTATIONS = [
     ("latency.yml", "histogram_quantile(0.95, sum by (user_class", "histogram_quantile(0.9, sum by (user_class"),
     ("latency.yml", "sum by (model_name, le) (rate(vllm:time_to_first_token_seconds_bucket[1m])))",
      "sum by (engine, model_name, le) (rate(vllm:time_to_first_token_seconds_bucket[1m])))"),  # per engine
-]  # fmt: skip
+]
 
 
 @pytest.mark.slow
@@ -176,7 +176,7 @@ def test_latency_percentiles_from_both_sides():
             expr = records[f"{side}:ttft_seconds:{q}"]["expr"]
             assert expr.startswith(f"histogram_quantile({phi},") and f"{hist}_bucket" in expr
     assert {f"{s}:{m}_seconds:{q}" for s in ("llm", "server") for m in ("ttft", "itl", "tpot")
-            for q in ("p50", "p95", "p99")} == set(records)  # fmt: skip
+            for q in ("p50", "p95", "p99")} == set(records)
 
 
 # ---- loaded by the compose Prometheus and by deploy/prometheus.yml ----------------------------------------------

@@ -19,7 +19,7 @@ IMAGE = f"vllm/vllm-openai:v{PINNED}"
 def test_make_vllm_env_installs_the_pinned_release():
     assert re.fullmatch(r"\d+\.\d+\.\d+", PINNED), PINNED
     out = subprocess.run(["bash", "-c", "eval \"$(grep '^VLLM_VERSION=' scripts/vllm_env.sh)\"; echo $VLLM_VERSION"],
-                         cwd=ROOT, capture_output=True, text=True, check=True, timeout=30).stdout.strip()  # fmt: skip
+                         cwd=ROOT, capture_output=True, text=True, check=True, timeout=30).stdout.strip()
     assert out == PINNED
     assert "deploy/vllm-version" in next(line for line in (ROOT / "scripts/vllm_env.sh").read_text().splitlines()
                                          if line.startswith("VLLM_VERSION="))  # read there, not written twice
@@ -33,7 +33,7 @@ def test_compose_k8s_and_docs_run_the_pinned_image():
     assert compose["services"]["vllm"]["image"] == IMAGE
     k8s = [d for d in yaml.safe_load_all((ROOT / "deploy/k8s/vllm.yaml").read_text()) if d]
     images = [c["image"] for d in k8s if d.get("kind") == "Deployment"
-              for c in d["spec"]["template"]["spec"]["containers"] if "vllm-openai" in c["image"]]  # fmt: skip
+              for c in d["spec"]["template"]["spec"]["containers"] if "vllm-openai" in c["image"]]
     assert images == [IMAGE]
     for path in ("docker-compose.yml", "deploy/k8s/vllm.yaml", "docs/deploy.md", "README.md"):
         tags = set(re.findall(r"vllm/vllm-openai:(\S+?)[`\s]", (ROOT / path).read_text() + " "))

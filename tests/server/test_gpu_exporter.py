@@ -58,7 +58,7 @@ def test_real_process_serves_a_gpu_or_says_one_line_and_exits_nonzero():
         assert b"gpu_memory_used_bytes" in body, body[:2000]
         return
     p = subprocess.run([PY, "-m", "server.gpu_exporter", "--port", "0"], cwd=ROOT, capture_output=True, text=True,
-                       timeout=60)  # fmt: skip
+                       timeout=60)
     print("\nGPU exporter branch: no GPU, one-line exit")
     assert p.returncode == gpu_exporter.NO_GPU_EXIT
     out = (p.stdout + p.stderr).strip().splitlines()

@@ -43,7 +43,7 @@ def _env(**kw) -> Environment:
 def sweep():
     port = free_port()
     master_env = _env(shape="rate-sweep", request_rate="20,40", stage_duration="1.5", max_concurrency="2",
-                      spawn_rate=100)  # fmt: skip
+                      spawn_rate=100)
     master = master_env.create_master_runner("127.0.0.1", port)
     install(master_env)
     workers = []

@@ -86,7 +86,7 @@ def test_the_probe_budget_bounds_the_search_and_says_so():
 def _options(**kw):
     base = {"search_users": None, "search_rate": None, "search_precision": None, "search_max_probes": "12",
             "arrival": "poisson", "max_concurrency": "64", "stage_duration": "3", "stage_warmup": "1",
-            "spawn_rate": 10, "gpus": None, "gpu_hour_price": None}  # fmt: skip
+            "spawn_rate": 10, "gpus": None, "gpu_hour_price": None}
     return argparse.Namespace(**(base | kw))
 
 
@@ -118,14 +118,14 @@ def test_cost_figures_from_tokens_per_second_gpus_and_price():
 def test_binding_slo_is_the_closest_to_its_threshold():
     row = {"checks": [{"name": "ttft_p99_ms", "threshold": 500, "value": 400, "passed": True},
                       {"name": "itl_p95_ms", "threshold": 50, "value": 45, "passed": True},
-                      {"name": "error_rate", "threshold": 0.01, "value": 0.0, "passed": True}]}  # fmt: skip
+                      {"name": "error_rate", "threshold": 0.01, "value": 0.0, "passed": True}]}
     assert binding_slo(row)["name"] == "itl_p95_ms" and binding_slo(row)["value"] == 45
 
 
 def test_statements_are_plain_and_invent_no_number():
     cfg = search_config(_options(search_users="2:16"))
     rows = [{"load": 2.0, "passed": False, "requests": 9, "early_stop": None,
-             "checks": [{"name": "ttft_p99_ms", "threshold": 100.0, "value": 420.0, "passed": False}]}]  # fmt: skip
+             "checks": [{"name": "ttft_p99_ms", "threshold": 100.0, "value": 420.0, "passed": False}]}]
     text = statement(cfg, {"status": "none", "load": None, "confirmed": False}, rows)
     assert text == "no load in --search-users 2:16 meets the SLOs: the lowest, users=2, breached ttft_p99_ms 420 > 100"
     section = capacity(cfg, {"status": "none", "load": None, "confirmed": False}, rows, _options())

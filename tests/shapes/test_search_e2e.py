@@ -23,14 +23,14 @@ MAX_SEQS = 3
 TTFT_SLO_MS = "300"
 """Unqueued TTFT p99 on this simulator profile is ~50-130 ms on a loaded machine; one user past MAX_SEQS: ~500 ms."""
 COMMON = ["--headless", "--output-len", "fixed:128", "--prometheus-port", "0", "--seed", "3", "--stop-timeout", "5",
-          "--stage-duration", "3", "--stage-warmup", "1", "-r", "50", "--slo-ttft-p99-ms", TTFT_SLO_MS]  # fmt: skip
+          "--stage-duration", "3", "--stage-warmup", "1", "-r", "50", "--slo-ttft-p99-ms", TTFT_SLO_MS]
 
 
 @pytest.fixture(scope="module")
 def capped_sim():
     port = free_port()
     proc = Proc([PY, "-m", "server.sim", "--port", str(port), "--profile", "deepseek-v2-lite-a100",
-                 "--max-num-seqs", str(MAX_SEQS)], name="sim")  # fmt: skip
+                 "--max-num-seqs", str(MAX_SEQS)], name="sim")
     wait_http(f"http://127.0.0.1:{port}/health", timeout=60, proc=proc)
     yield f"http://127.0.0.1:{port}"
     proc.stop()
@@ -40,12 +40,12 @@ def _locust(tmp: Path, host: str, args: list[str], workers: int = 0, timeout: fl
     """Run locust (local, or a master with ``workers`` workers) to the end: (exit code, summary, master output)."""
     out = tmp / f"run-{len(list(tmp.glob('*.json')))}.json"
     argv = [LOCUST, "-f", str(ROOT / "locustfile.py"), "--host", host, *COMMON, *args,
-            "--llm-summary-json", str(out), "StreamingChatUser"]  # fmt: skip
+            "--llm-summary-json", str(out), "StreamingChatUser"]
     procs = []
     if workers:
         port = free_port()
         argv[3:3] = ["--master", "--master-bind-host", "127.0.0.1", "--master-bind-port", str(port),
-                     "--expect-workers", str(workers)]  # fmt: skip
+                     "--expect-workers", str(workers)]
         procs = [Proc([LOCUST, "-f", str(ROOT / "locustfile.py"), "--worker", "--master-host", "127.0.0.1",
                        "--master-port", str(port), "StreamingChatUser"], name=f"worker{i}") for i in range(workers)]
     try:
@@ -91,7 +91,7 @@ def _check_found(cap: dict, max_probes: int) -> None:
 def test_users_search_finds_the_simulators_seat_count_and_prices_it(capped_sim, tmp_path):
     rc, summary, log = _locust(tmp_path, capped_sim, ["--shape", "slo-search", "--search-users", "1:8",
                                                       "--search-max-probes", "7", "--gpus", "2",
-                                                      "--gpu-hour-price", "2.5"])  # fmt: skip
+                                                      "--gpu-hour-price", "2.5"])
     cap = summary["capacity"]
     _show("local", cap)
     assert rc == 0, log[-3000:]
@@ -107,7 +107,7 @@ def test_users_search_finds_the_simulators_seat_count_and_prices_it(capped_sim, 
 
 def test_users_search_with_a_master_and_two_workers(capped_sim, tmp_path):
     rc, summary, log = _locust(tmp_path, capped_sim, ["--shape", "slo-search", "--search-users", "1:8",
-                                                      "--search-max-probes", "7"], workers=2)  # fmt: skip
+                                                      "--search-max-probes", "7"], workers=2)
     cap = summary["capacity"]
     _show("master + 2 workers", cap)
     assert rc == 0, log[-3000:]
@@ -117,7 +117,7 @@ def test_users_search_with_a_master_and_two_workers(capped_sim, tmp_path):
 
 def test_no_load_meets_the_slo_says_so_and_exits_3(capped_sim, tmp_path):
     rc, summary, log = _locust(tmp_path, capped_sim, ["--shape", "slo-search", "--search-users", "1:4",
-                                                      "--slo-ttft-p99-ms", "1"])  # fmt: skip
+                                                      "--slo-ttft-p99-ms", "1"])
     cap = summary["capacity"]
     assert rc == 3
     assert cap["status"] == "none" and cap["users"] is None and cap["output_per_s"] is None
@@ -141,7 +141,7 @@ def test_rate_search_with_poisson_arrivals_stays_under_the_seat_bound(capped_sim
     rc, summary, log = _locust(tmp_path, capped_sim, ["--shape", "slo-search", "--search-rate", "1:16",
                                                       "--search-precision", "0.25", "--search-max-probes", "8",
                                                       "--arrival", "poisson", "--max-concurrency", "6",
-                                                      "--stage-duration", "5", "--stage-warmup", "2"])  # fmt: skip
+                                                      "--stage-duration", "5", "--stage-warmup", "2"])
     cap = summary["capacity"]
     _show("rate, poisson", cap)
     assert rc == 0, log[-3000:]
@@ -159,7 +159,7 @@ def test_stop_on_saturation_ends_a_concurrency_sweep(capped_sim, tmp_path):
     next one ends (on complete data) and the sweep stops there, before its last level."""
     args = ["--shape", "concurrency-sweep", "--sweep-users", "1,3,6,12,24,48", "--stage-warmup", "0",
             "--stage-duration", "4", "--output-len", "fixed:32", "--slo-ttft-p99-ms", "100000",
-            "--llm-stop-on", "saturation"]  # fmt: skip
+            "--llm-stop-on", "saturation"]
     rc, summary, log = _locust(tmp_path, capped_sim, args)
     assert rc == 0, log[-3000:]
     measured = [s["name"] for s in summary["stages"] if not s["warmup"]]

@@ -153,7 +153,7 @@ def _walk(shape, runner, clock) -> list[str]:
 
 def test_stop_on_saturation_ends_a_sweep_after_the_over_saturated_stage():
     shape, clock, runner = sweep_shape(ConcurrencySweepShape, sweep_users="1,2,4,8,16,32", stage_duration="3",
-                                  llm_stop_on="slo,saturation")  # fmt: skip
+                                  llm_stop_on="slo,saturation")
     runner.environment.llm.stage_board.judge = _saturating_judge
     # users=8 is over-saturated (+0 % over users=4 while TTFT grows); it is judged when users=16 ends
     assert _walk(shape, runner, clock) == ["users=1", "users=2", "users=4", "users=8", "users=16"]

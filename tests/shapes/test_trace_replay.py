@@ -27,7 +27,7 @@ from workload.trace import load_trace
 def trace_file(tmp_path):
     path = tmp_path / "t.jsonl"
     path.write_text("".join(json.dumps({"timestamp": 1000 + 250 * i, "input_length": 100 + i, "output_length": 4})
-                            + "\n" for i in range(9)))  # fmt: skip
+                            + "\n" for i in range(9)))
     return str(path)
 
 

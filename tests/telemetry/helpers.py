@@ -21,7 +21,7 @@ def options(**overrides) -> argparse.Namespace:
     base = dict(prometheus_port=0, prometheus_host="127.0.0.1", server_metrics_url="off", server_metrics_interval=2.0,
                 slo_ttft_p99_ms=None, slo_itl_p95_ms=None, slo_decode_span_p99_ms=None, slo_error_rate=None,
                 slo_preset=None, attribution_window=10.0, llm_summary_json=None, llm_csv=None, llm_report=None,
-                model="tiny", num_users=4, input_len="fixed:512", headless=True)  # fmt: skip
+                model="tiny", num_users=4, input_len="fixed:512", headless=True)
     base.update(overrides)
     return argparse.Namespace(**base)
 
@@ -41,4 +41,4 @@ def local_env(board: bool = True, **opts) -> tuple[Environment, TelemetryHub, Lo
 def fire(env: Environment, result) -> None:
     env.events.request.fire(request_type="POST", name=result.meta.name, response_time=result.e2e_s * 1000,
                             response_length=result.output_tokens, exception=None,
-                            context={"llm_result": result})  # fmt: skip
+                            context={"llm_result": result})

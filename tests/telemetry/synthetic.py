@@ -55,4 +55,4 @@ def make_result(
         wall_start=time.time() - e2e, prompt_build_s=prompt_build,
         t_reasoning=float(t0 + rel[0]) if ok and r else None, t_answer=float(t0 + rel[r]) if answered else None,
         reasoning_tokens=int(chunk_tokens[:r].sum()) if ok else 0,
-    )  # fmt: skip
+    )

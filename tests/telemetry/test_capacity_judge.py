@@ -22,7 +22,7 @@ def test_the_judge_checks_one_stage_and_knows_when_its_data_is_in():
     board.set(Stage("probe 2 users=4", index=3, users=4))
     for i in range(20):
         fire(env, make_result(ttft=0.5 if i % 4 == 0 else 0.05, stage="probe 2 users=4",
-                              ok=i != 1, error_kind=None if i != 1 else "http_5xx"))  # fmt: skip
+                              ok=i != 1, error_kind=None if i != 1 else "http_5xx"))
     later = time.time() + 60
     assert board.judge("probe 1 users=2", later)["complete"] is False  # nothing reported yet
     role.pump_local()

@@ -12,7 +12,7 @@ import gevent
 import jsonschema
 import pytest
 
-from telemetry.client_load import ADVICE, ClientLoad, LoopProbe
+from telemetry.control.client_load import ADVICE, ClientLoad, LoopProbe
 from tests.support import LOCUST, PY, ROOT, Proc, free_port, wait_http
 
 
@@ -57,9 +57,9 @@ def test_starved_worker_is_reported_client_bound(tmp_path):
                    "--master-bind-port", str(mport), "--expect-workers", "1", "-u", "4", "-r", "4", "-t", "5s",
                    "--host", host, "--prometheus-port", "0", "--server-metrics-url", "off", "--input-len", "fixed:16",
                    "--output-len", "fixed:8", "--llm-summary-json", str(summary), "StreamingChatUser", "CpuHogUser"],
-                  name="master", env={"LLM_TEST_RESULTS": str(tmp_path / "m.jsonl")})  # fmt: skip
+                  name="master", env={"LLM_TEST_RESULTS": str(tmp_path / "m.jsonl")})
     worker = Proc([LOCUST, "-f", locustfile, "--worker", "--master-host", "127.0.0.1", "--master-port", str(mport)],
-                  name="worker", env={"LLM_TEST_RESULTS": str(tmp_path / "w.jsonl")})  # fmt: skip
+                  name="worker", env={"LLM_TEST_RESULTS": str(tmp_path / "w.jsonl")})
     with server, master, worker:
         wait_http(f"{host}/health", proc=server)
         rc = master.wait(60)
@@ -71,7 +71,7 @@ def test_starved_worker_is_reported_client_bound(tmp_path):
     jsonschema.validate(full, json.loads((ROOT / "docs" / "summary.schema.json").read_text()))
     s = full["client_load"]
 
-    (wid, row), = s["workers"].items()  # fmt: skip
+    (wid, row), = s["workers"].items()
     assert s["client_bound"] is True and s["bound"] == [wid] and row["client_bound"] is True, json.dumps(s)
     # the hog holds the loop 30 ms at a time: the probe wakes up to ~30 ms late, and the process burns its core
     assert row["lag_p99_ms"] > 20.0 and row["samples"] >= 10, row
@@ -94,7 +94,7 @@ def test_starved_local_run_says_so_in_the_web_ui(tmp_path):
     ui = Proc([LOCUST, "-f", "tests/telemetry/hog_locustfile.py", "--web-host", "127.0.0.1", "--web-port", str(port),
                "--autostart", "-u", "3", "-r", "3", "--host", host, "--prometheus-port", "0", "--server-metrics-url",
                "off", "--input-len", "fixed:16", "--output-len", "fixed:8", "StreamingChatUser", "CpuHogUser"],
-              name="webui", env={"LLM_TEST_RESULTS": str(tmp_path / "r.jsonl")})  # fmt: skip
+              name="webui", env={"LLM_TEST_RESULTS": str(tmp_path / "r.jsonl")})
     with server, ui:
         wait_http(f"{host}/health", proc=server)
         wait_http(f"{web}/", proc=ui, timeout=60)

@@ -15,12 +15,12 @@ from tests.support import LOCUST, PY, ROOT, Proc, free_port, wait_http
 
 def _summary(ttft_p99: float, tok_s: float, failed: int = 0) -> dict:
     q = {"count": 10, "mean": ttft_p99 / 2, "p50": ttft_p99 / 2, "p90": ttft_p99, "p95": ttft_p99, "p99": ttft_p99,
-         "max": ttft_p99}  # fmt: skip
+         "max": ttft_p99}
     stage = {"name": "u4", "warmup": False, "ttft_ms": q, "output_per_s": tok_s, "server_kv_usage_mean": 0.5,
-             "preemptions": 0}  # fmt: skip
+             "preemptions": 0}
     return {"schema": 2, "requests": {"total": 10, "failed": failed}, "tokens": {"output_per_s": tok_s},
             "ttft_ms": q, "goodput_rps": 1.0, "server": {"kv_cache_usage": {"mean": 0.5}, "preemptions": 0},
-            "stages": [{**stage, "name": "u4-warmup", "warmup": True}, stage], "versions": {}}  # fmt: skip
+            "stages": [{**stage, "name": "u4-warmup", "warmup": True}, stage], "versions": {}}
 
 
 def _write(tmp_path, name: str, s: dict):
@@ -32,7 +32,7 @@ def _write(tmp_path, name: str, s: dict):
 def test_bounds_fail_only_past_their_limit_in_their_direction(tmp_path, capsys):
     base = _write(tmp_path, "base.json", _summary(100.0, 1000.0))
     assert main([base, _write(tmp_path, "a.json", _summary(109.0, 960.0)),
-                 "--fail-on", "ttft_p99=+10%,output_tok_s=-5%"]) == 0  # fmt: skip
+                 "--fail-on", "ttft_p99=+10%,output_tok_s=-5%"]) == 0
     assert main([base, _write(tmp_path, "b.json", _summary(111.0, 1000.0)), "--fail-on", "ttft_p99=+10%"]) == 3
     out = capsys.readouterr().out
     assert "FAIL ttft_p99 in run: 100.0 -> 111.0 (+11.0%), bound ttft_p99=+10%" in out
@@ -46,7 +46,7 @@ def test_bounds_fail_only_past_their_limit_in_their_direction(tmp_path, capsys):
 def test_capacity_delta_and_its_bound(tmp_path, capsys):
     def search(users, status="found"):
         return {**_summary(100.0, 1000.0), "capacity": {"axis": "users", "status": status, "rate": None,
-                                                         "users": users if status != "none" else None}}  # fmt: skip
+                                                         "users": users if status != "none" else None}}
 
     base = _write(tmp_path, "base.json", search(10))
     assert main([base, _write(tmp_path, "a.json", search(9)), "--fail-on", "capacity=-10%"]) == 0
@@ -74,7 +74,7 @@ def test_markdown_and_directories(tmp_path, capsys):
 @pytest.mark.parametrize("argv, message", [
     (["--fail-on", "ttft=+10%"], "unknown figure 'ttft'"),
     (["--fail-on", "ttft_p99>10"], "bad bound 'ttft_p99>10'"),
-])  # fmt: skip
+])
 def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys, argv, message):
     base = _write(tmp_path, "base.json", _summary(100.0, 1000.0))
     assert main([base, base, *argv]) == EXIT_USAGE
@@ -95,12 +95,12 @@ def _run(tmp_path, name: str, time_scale: str, *extra: str) -> str:
     port = free_port()
     summary = tmp_path / f"{name}.json"
     with Proc([PY, "-m", "server.sim", "--port", str(port), "--profile", "cpu-tiny", "--time-scale", time_scale],
-              name="sim") as sim:  # fmt: skip
+              name="sim") as sim:
         wait_http(f"http://127.0.0.1:{port}/health", proc=sim)
         run = Proc([LOCUST, "-f", "locustfile.py", "--headless", "-u", "4", "-r", "4", "-t", "60s", "--host",
                     f"http://127.0.0.1:{port}", "--num-requests", "60", "--input-len", "fixed:256",
                     "--output-len", "fixed:8", "--only-summary", "--prometheus-port", "0",
-                    "--llm-summary-json", str(summary), *extra, "StreamingChatUser"], name=name)  # fmt: skip
+                    "--llm-summary-json", str(summary), *extra, "StreamingChatUser"], name=name)
         assert run.wait(90) == 0, run.output()[-2000:]
     return str(summary)
 
@@ -114,11 +114,11 @@ def test_a_run_against_itself_passes_and_against_a_slower_server_fails(tmp_path)
     # loaded box once read the fast run's p99 above the slow run's), so the slow server is 10x slower: its
     # TTFT p50 alone is above any such stall. E2E p50, a median, is gated too
     same = subprocess.run([PY, "-m", "telemetry.compare", fast, fast, "--fail-on", "ttft_p99=+10%,e2e_p50=+10%"],
-                          capture_output=True, text=True, cwd=ROOT)  # fmt: skip
+                          capture_output=True, text=True, cwd=ROOT)
     assert same.returncode == 0, same.stdout + same.stderr
     assert "all 2 bound(s) held" in same.stdout
     worse = subprocess.run([PY, "-m", "telemetry.compare", fast, slow, "--fail-on", "ttft_p99=+10%,e2e_p50=+10%"],
-                           capture_output=True, text=True, cwd=ROOT)  # fmt: skip
+                           capture_output=True, text=True, cwd=ROOT)
     assert worse.returncode == EXIT_BREACH, worse.stdout + worse.stderr
     for figure in ("ttft_p99", "e2e_p50"):
         assert f"FAIL {figure} in run:" in worse.stdout and f"FAIL {figure} in stage main:" in worse.stdout
@@ -139,7 +139,7 @@ def test_a_bad_baseline_stops_locust_at_start(tmp_path):
     cases = ((tmp_path / "missing.json", "No such file"), (tmp_path / "junk.json", "not a deepseek-locust"))
     for bad, message in cases:
         run = subprocess.run([LOCUST, "-f", "locustfile.py", "--headless", "-t", "1s", "--llm-baseline", str(bad)],
-                             capture_output=True, text=True, cwd=ROOT, timeout=60)  # fmt: skip
+                             capture_output=True, text=True, cwd=ROOT, timeout=60)
         assert run.returncode == 2 and message in run.stderr, run.stderr[-1000:]
         assert "Traceback" not in run.stderr
 

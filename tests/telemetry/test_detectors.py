@@ -9,10 +9,10 @@ import logging
 import time
 
 from run.hooks import SummaryHooks
-from telemetry.detectors import LiveDetectors
-from telemetry.exporter import llm_registry
-from telemetry.runstate import RunState
-from telemetry.summary import build_summary
+from telemetry.control.detectors import LiveDetectors
+from telemetry.measure.runstate import RunState
+from telemetry.outputs.exporter import llm_registry
+from telemetry.outputs.summary import build_summary
 from tests.telemetry.helpers import options
 from tests.telemetry.synthetic import make_result
 from webui.table import detector_text
@@ -35,7 +35,7 @@ def _run(**opts):
 def test_slo_breach_on_the_trailing_span_flips_once_and_stops(caplog):
     m, o = _run(llm_stop_on="slo")
     det = LiveDetectors()
-    with caplog.at_level(logging.WARNING, logger="telemetry.detectors"):
+    with caplog.at_level(logging.WARNING, logger="telemetry.control.detectors"):
         early = det.check(m.view(options=o), until_s=10.0)  # span [4, 10): the fast requests only
         assert early["slo_window_s"] == 6.0  # 3 windows of 2 s
         ttft = {c["name"]: c for c in early["slo"]}["ttft_p99_ms"]

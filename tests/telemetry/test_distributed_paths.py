@@ -19,9 +19,9 @@ from locust.rpc import Message
 
 from run.context import attach
 from shapes.stage import StageBoard
-from telemetry.distributed import WorkerWatch, drain_final_reports
+from telemetry.measure.distributed import WorkerWatch, drain_final_reports
+from telemetry.measure.runstate import RunState, WorkerInfo
 from telemetry.plugin import install
-from telemetry.runstate import RunState, WorkerInfo
 from tests.support import free_port, wait_until
 from tests.telemetry.helpers import options
 
@@ -123,7 +123,7 @@ def test_worker_watch_warns_once_when_lost_and_forgets_it_when_it_heartbeats_aga
     merger.workers["w1"] = WorkerInfo(reports=2, last_report_wall=time.time() - 7, requests=42)
     watch = WorkerWatch(env, merger)
     w1, w2 = runner.clients.all
-    caplog.set_level(logging.INFO, logger="telemetry.distributed")
+    caplog.set_level(logging.INFO, logger="telemetry.measure.distributed")
 
     watch.check()
     assert caplog.text == "" and merger.lost_workers == set()
@@ -134,7 +134,7 @@ def test_worker_watch_warns_once_when_lost_and_forgets_it_when_it_heartbeats_aga
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert len(warnings) == 2 and merger.lost_workers == {"w1", "w2"}
     assert warnings[0] == ("WARNING: worker w1 stopped sending heartbeats (killed or hung); the LLM summary keeps "
-                           "the 42 requests it reported, last report 7 s ago; its later results are lost")  # fmt: skip
+                           "the 42 requests it reported, last report 7 s ago; its later results are lost")
     assert "worker w2 stopped sending heartbeats" in warnings[1]
     assert "nothing from it (it never reported)" in warnings[1]
 
@@ -192,7 +192,7 @@ def test_real_master_warns_when_a_worker_goes_silent_and_forgets_it_when_it_hear
     # a master and two workers (Locust runners over zmq, in this process) with telemetry installed; one
     # worker's heartbeats are dropped for a while, then let through again
     monkeypatch.setattr(locust.runners, "HEARTBEAT_INTERVAL", 0.2)  # missing after ~1 s instead of ~4 s
-    caplog.set_level(logging.INFO, logger="telemetry.distributed")
+    caplog.set_level(logging.INFO, logger="telemetry.measure.distributed")
     summary_path = tmp_path / "summary.json"
     port = free_port()
     master_env = Environment(user_classes=[_Idle], parsed_options=_options(llm_summary_json=str(summary_path)))

@@ -8,7 +8,7 @@ import urllib.request
 
 import pytest
 
-from telemetry.exporter import Exporter
+from telemetry.outputs.exporter import Exporter
 from tests.telemetry.helpers import fire, local_env
 from tests.telemetry.synthetic import make_result
 
@@ -48,7 +48,7 @@ def test_histograms_counters_and_quantiles(hub):
     assert p99 == pytest.approx(0.149, rel=0.01)
     assert reg.get_sample_value("llm_active_users") == 0
     assert reg.get_sample_value("llm_stage_info", {"stage": "main", "index": "0", "users": "", "rate": "",
-                                                   "input_len": ""}) == 1  # fmt: skip
+                                                   "input_len": ""}) == 1
 
 
 def test_server_gauges_are_relayed_from_the_latest_scrape(hub):
@@ -78,7 +78,7 @@ def test_client_kv_block_fill_from_latest_snapshots(hub):
 
 def _empty() -> dict:
     return {"v": 1, "slot_s": 1.0, "cells": [], "slots": [], "token_sources": {}, "mismatch": [0, 0], "kv_fill": {},
-            "kv_last": None}  # fmt: skip
+            "kv_last": None}
 
 
 def test_http_server_busy_port_and_double_stop(hub, caplog):
@@ -146,7 +146,7 @@ def test_route_table_runs_label_histograms_and_counters_by_version():
     reg = Exporter(hub.view, port=0).registry
     v1, beta = ({"user_class": "SynthUser", "stage": "s1", "version": v} for v in ("v1", "beta"))
     for name in ("llm_time_to_first_token_seconds_count", "llm_time_per_output_token_seconds_count",
-                 "llm_request_duration_seconds_count", "llm_decode_span_seconds_count"):  # fmt: skip
+                 "llm_request_duration_seconds_count", "llm_decode_span_seconds_count"):
         assert reg.get_sample_value(name, v1) == 20 and reg.get_sample_value(name, beta) == 10, name
     assert reg.get_sample_value("llm_inter_token_latency_seconds_count", beta) == 10 * 3  # 3 gaps per request
     assert reg.get_sample_value("llm_requests_total", {**beta, "outcome": "ok", "error_kind": ""}) == 10

@@ -1,5 +1,6 @@
-"""--route-fallback on the master (telemetry/routing.py) and each version's own backend scrapes, without network:
-per-version windows from a real Recorder, the switch, the before/after shares, the server figures per version."""
+"""--route-fallback on the master (telemetry/control/routing.py) and each version's own backend scrapes, without
+network: per-version windows from a real Recorder, the switch, the before/after shares, the server figures per
+version."""
 
 from __future__ import annotations
 
@@ -7,10 +8,10 @@ import argparse
 
 import pytest
 
-from telemetry.recorder import Recorder
-from telemetry.routing import RouteFallback, fallback_section, server_figures, versions_section
+from telemetry.control.routing import RouteFallback, fallback_section, server_figures, versions_section
+from telemetry.measure.recorder import Recorder
+from telemetry.measure.view import RunView
 from telemetry.slo import SloSet
-from telemetry.view import RunView
 from tests.support import free_port
 from tests.telemetry.helpers import local_env
 from tests.telemetry.synthetic import make_result
@@ -30,14 +31,14 @@ def _recorder(beta_slow_from: float, until: float, beta_errors_from: float | Non
             slow = t >= beta_slow_from
             failed = beta_errors_from is not None and t >= beta_errors_from
             rec.record(make_result(ttft=0.5 if slow else 0.05, tokens=4, itl=0.01, version="beta", end=t + k,
-                                   ok=not failed, error_kind="http_5xx" if failed else None))  # fmt: skip
+                                   ok=not failed, error_kind="http_5xx" if failed else None))
         t += 0.5
     return rec
 
 
 def _view(rec: Recorder, duration: float, **kw) -> RunView:
     return RunView(merged=rec, slos=SloSet(), options=argparse.Namespace(route_table=TABLE), host="", model="",
-                   t0_wall=0.0, duration_s=duration, attribution_window=2.0, **kw)  # fmt: skip
+                   t0_wall=0.0, duration_s=duration, attribution_window=2.0, **kw)
 
 
 def test_rule_fires_after_n_flagged_windows_and_measures_the_switch() -> None:
@@ -94,7 +95,7 @@ def test_versions_section_has_each_backends_own_server_figures_and_mismatch() ->
             {"t": 1, "kv_cache_usage": 0.5, "requests_running": 4, "requests_waiting": 3, "preemptions_total": 4,
              "prefix_cache_queries_total": 300, "prefix_cache_hits_total": 60}]},
         "beta": {"url": "http://b/metrics", "scrapes": 0, "failures": 7, "series": []},
-    }  # fmt: skip
+    }
     out = versions_section(_view(rec, 10.0, version_servers=servers), None, {"v1": {"name": "deepseek-v2"}})
     v1, beta = out["v1"]["server"], out["beta"]["server"]
     assert v1["kv_cache_usage"] == {"mean": pytest.approx(0.3), "max": 0.5, "last": 0.5}
@@ -109,7 +110,7 @@ def test_versions_section_has_each_backends_own_server_figures_and_mismatch() ->
 def test_every_backend_is_scraped_and_an_unreachable_one_is_a_counted_failure() -> None:
     dead = f"http://127.0.0.1:{free_port()}"
     env, hub, role = local_env(route_table=f"v1={dead}@0-49,beta={dead}/b@50-99", server_metrics_url=None,
-                               server_metrics_interval=60.0)  # fmt: skip
+                               server_metrics_interval=60.0)
     try:
         role.on_test_start()
         scrapers = role.merger.version_scrapers
@@ -139,15 +140,15 @@ def test_compare_rows_each_versions_own_backend() -> None:
 
     def summary(kv: float, pre: int) -> dict:
         return {"schema": 2, "requests": {}, "versions": {"beta": {"server": {
-            "kv_cache_usage": {"mean": kv, "max": kv, "last": 0.0}, "preemptions": pre}}}}  # fmt: skip
+            "kv_cache_usage": {"mean": kv, "max": kv, "last": 0.0}, "preemptions": pre}}}}
 
     got = {r.figure: (r.base, r.new) for r in rows(summary(0.2, 1), summary(0.05, 4)) if r.scope == "version beta"}
     assert got == {"server_kv_mean": (0.2, 0.05), "preemptions": (1, 4)}
 
 
 def test_live_view_web_ui_cards_and_report_show_each_version_and_the_switch() -> None:
-    from telemetry.live import live
-    from telemetry.report.sections import versions
+    from telemetry.outputs.live import live
+    from telemetry.outputs.report.sections import versions
     from webui.charts import stage_html, stage_view
 
     rec = _recorder(beta_slow_from=10.0, until=14.0)
@@ -155,7 +156,7 @@ def test_live_view_web_ui_cards_and_report_show_each_version_and_the_switch() ->
     assert fb.check(_view(rec, 14.0), until_s=14.0, now_s=14.0)
     servers = {"v1": {"url": "u", "scrapes": 1, "failures": 0, "series": [
                    {"kv_cache_usage": 0.42, "requests_running": 3, "requests_waiting": 1}]},
-               "beta": {"url": "u", "scrapes": 0, "failures": 2, "series": []}}  # fmt: skip
+               "beta": {"url": "u", "scrapes": 0, "failures": 2, "series": []}}
     view = _view(rec, 16.0, version_servers=servers, route_fallback=fb.state)
     now = live(view)
     assert now["versions"]["v1"]["kv_cache_usage"] == 0.42 and now["versions"]["beta"]["scrape_failures"] == 2
@@ -164,19 +165,19 @@ def test_live_view_web_ui_cards_and_report_show_each_version_and_the_switch() ->
     assert "version v1" in html and "KV 42%" in html and "2 failed scrapes" in html
     assert "beta → v1: switched at 14 s" in html
     summary = {"versions": versions_section(view, None, {"v1": {"name": "deepseek-v2", "compat_level": "full"}}),
-               "route_fallback": fallback_section(view)}  # fmt: skip
+               "route_fallback": fallback_section(view)}
     page = versions(summary)
     assert "deepseek-v2" in page and "Fallback beta → v1 at 14 s" in page
     assert "before: beta 54 (0.50), v1 54 (0.50); after: none" in page  # two of each per second for 13.5 s
 
 
 def test_prometheus_has_each_versions_backend_and_the_fallback_counter() -> None:
-    from telemetry.exporter import llm_registry
+    from telemetry.outputs.exporter import llm_registry
 
     rec = _recorder(beta_slow_from=10.0, until=14.0)
     fb = RouteFallback(FallbackRule.parse("beta->v1 when ttft_p99>+20% for 2 windows"), 2.0)
     servers = {"v1": {"url": "u", "scrapes": 1, "failures": 0, "series": [{"kv_cache_usage": 0.42}]},
-               "beta": {"url": "u", "scrapes": 1, "failures": 0, "series": [{"kv_cache_usage": 0.07}]}}  # fmt: skip
+               "beta": {"url": "u", "scrapes": 1, "failures": 0, "series": [{"kv_cache_usage": 0.07}]}}
     reg = llm_registry(lambda: _view(rec, 16.0, version_servers=servers, route_fallback=fb.state))
     labels = {"from": "beta", "to": "v1"}
     assert reg.get_sample_value("llm_route_fallback_total", labels) == 0.0
@@ -190,7 +191,7 @@ def test_a_new_test_forgets_the_last_runs_applied_fallback() -> None:
     from workload.routing.table import ROUTE_FALLBACK_OPTION
 
     env, hub, role = local_env(route_table=TABLE, route_fallback="beta->v1 when ttft_p99>+20%",
-                               **{ROUTE_FALLBACK_OPTION: {"from": "beta", "to": "v1"}})  # fmt: skip
+                               **{ROUTE_FALLBACK_OPTION: {"from": "beta", "to": "v1"}})
     try:
         role.on_test_start()
         assert getattr(env.parsed_options, ROUTE_FALLBACK_OPTION) is None

@@ -7,12 +7,12 @@ import re
 
 import numpy as np
 
-from telemetry.recorder import FINE_ALPHA, Recorder
-from telemetry.report.svg import Marker, histogram_chart, label_width
-from telemetry.report.timeline import hist_bins
-from telemetry.runstate import RunState
-from telemetry.sketch import LogSketch
-from telemetry.summary import HIST_BINS, build_summary
+from telemetry.measure.recorder import FINE_ALPHA, Recorder
+from telemetry.measure.runstate import RunState
+from telemetry.measure.sketch import LogSketch
+from telemetry.outputs.report.svg import Marker, histogram_chart, label_width
+from telemetry.outputs.report.timeline import hist_bins
+from telemetry.outputs.summary import HIST_BINS, build_summary
 from tests.telemetry.synthetic import make_result
 
 

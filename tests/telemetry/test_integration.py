@@ -19,8 +19,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from telemetry.measure.sketch import DEFAULT_ALPHA
 from telemetry.metrics import BOUNDS
-from telemetry.sketch import DEFAULT_ALPHA
 from tests.requires import require_tool
 from tests.support import LOCUST, PY, Proc, free_port, get_json, prometheus_config, wait_http
 
@@ -32,14 +32,14 @@ LOAD = ["--input-len", "fixed:64", "--output-len", f"fixed:{TOKENS}", "--only-su
 QUIET = ["--server-metrics-url", "off", "--prometheus-port", "0"]
 SECONDS = 10
 # the summary's percentiles come from the cells' sketches: each within DEFAULT_ALPHA (relative) of the exact order
-# statistic of the values it holds (telemetry/sketch.py), whichever process recorded them
+# statistic of the values it holds (telemetry/measure/sketch.py), whichever process recorded them
 PERCENTILES = {"ttft_ms": "ttft", "itl_ms": "itl", "tpot_ms": "tpot", "e2e_ms": "e2e"}
 
 
 def _scripted(ttft_ms: int = TTFT_MS) -> tuple[Proc, str]:
     port = free_port()
     proc = Proc([PY, "-m", "server.scripted", "--port", str(port), "--ttft-ms", str(ttft_ms), "--itl-ms", str(ITL_MS),
-                 "--output-tokens", str(TOKENS)], name="scripted")  # fmt: skip
+                 "--output-tokens", str(TOKENS)], name="scripted")
     host = f"http://127.0.0.1:{port}"
     wait_http(f"{host}/health", proc=proc)
     return proc, host
@@ -50,7 +50,7 @@ def _rows(paths: list[Path]) -> list[dict]:
 
 
 def _distributed(host: str, tmp: Path, seconds: int, extra: list[str], kill_after: float | None = None,
-                 term_master_after: float | None = None):  # fmt: skip
+                 term_master_after: float | None = None):
     """Master + 2 workers (real processes); returns (master output, rc, summary, rows, worker procs)."""
     mport = free_port()
     summary_path = tmp / "summary.json"
@@ -58,13 +58,13 @@ def _distributed(host: str, tmp: Path, seconds: int, extra: list[str], kill_afte
                    "--master-bind-port", str(mport), "--expect-workers", "2", "-u", "6", "-r", "6", "-t", f"{seconds}s",
                    "--host", host, "--llm-summary-json", str(summary_path), "--stop-timeout", "5", *LOAD, *extra,
                    "StreamingChatUser"],
-                  name="master", env={"LLM_TEST_RESULTS": str(tmp / "master.jsonl")})  # fmt: skip
+                  name="master", env={"LLM_TEST_RESULTS": str(tmp / "master.jsonl")})
     files = [tmp / f"w{i}.jsonl" for i in range(2)]
     # --stop-timeout: at quit the users finish the request in flight (the server has counted it), then the
     # worker sends its final report; Locust does not forward this option, so each process gets it
     workers = [Proc([LOCUST, "-f", LOCUSTFILE, "--worker", "--master-host", "127.0.0.1", "--master-port", str(mport),
                      "--stop-timeout", "5"],
-                    name=f"worker{i}", env={"LLM_TEST_RESULTS": str(files[i])}) for i in range(2)]  # fmt: skip
+                    name=f"worker{i}", env={"LLM_TEST_RESULTS": str(files[i])}) for i in range(2)]
     try:
         if kill_after is not None:
             deadline = time.monotonic() + 60
@@ -118,7 +118,7 @@ def one_process(tmp_path_factory) -> dict:
         run = Proc([LOCUST, "-f", LOCUSTFILE, "--headless", "-u", "6", "-r", "6", "-t", f"{SECONDS}s", "--host", host,
                     "--llm-summary-json", str(summary_path), "--stop-timeout", "5", "--slo-ttft-p99-ms", "2000", *LOAD,
                     *QUIET, "StreamingChatUser"],
-                   name="local", env={"LLM_TEST_RESULTS": str(tmp / "local.jsonl")})  # fmt: skip
+                   name="local", env={"LLM_TEST_RESULTS": str(tmp / "local.jsonl")})
         with run:
             rc = run.wait(SECONDS + 60)
         served = get_json(f"{host}/stats")
@@ -160,7 +160,7 @@ def test_processes_2_totals_match_the_server_and_percentiles_a_one_process_run(t
                     "--master-bind-port", mport, "--master-host", "127.0.0.1", "--master-port", mport, "-u", "6",
                     "-r", "6", "-t", f"{SECONDS}s", "--host", host, "--llm-summary-json", str(summary_path),
                     "--stop-timeout", "5", *LOAD, *QUIET, "StreamingChatUser"],
-                   name="processes", env={"LLM_TEST_RESULTS": str(tmp_path / "rows.jsonl")})  # fmt: skip
+                   name="processes", env={"LLM_TEST_RESULTS": str(tmp_path / "rows.jsonl")})
         with run:
             rc = run.wait(SECONDS + 60)
         served = get_json(f"{host}/stats")
@@ -217,7 +217,7 @@ def test_slo_gate_exit_code(tmp_path, one_process):
         p = Proc([LOCUST, "-f", LOCUSTFILE, "--headless", "-u", "2", "-r", "2", "-t", "8s", "--host", host,
                   "--server-metrics-url", "off", "--prometheus-port", "0", "--slo-ttft-p99-ms", "30",
                   "--slo-itl-p95-ms", "2000", *LOAD, "StreamingChatUser"], name="locust",
-                 env={"LLM_TEST_RESULTS": str(tmp_path / "r.jsonl")})  # fmt: skip
+                 env={"LLM_TEST_RESULTS": str(tmp_path / "r.jsonl")})
         with p:
             rc = p.wait(90)
             out = p.output()
@@ -249,7 +249,7 @@ def test_real_prometheus_scrapes_the_master_exporter(tmp_path):
         Proc([prometheus, f"--config.file={tmp_path / 'prometheus.yml'}",
               f"--web.listen-address=127.0.0.1:{prom_port}", f"--storage.tsdb.path={tmp_path / 'tsdb'}"],
              name="prometheus") as prom,
-    ):  # fmt: skip
+    ):
         wait_http(f"{sim_url}/health", proc=sim)
         prom_base = f"http://127.0.0.1:{prom_port}"
         wait_http(f"{prom_base}/-/ready", proc=prom)
@@ -258,9 +258,9 @@ def test_real_prometheus_scrapes_the_master_exporter(tmp_path):
                        "--host", host, "--prometheus-port", str(exp_port), "--server-metrics-interval", "1",
                        "--server-metrics-url", f"{sim_url}/metrics",
                        "--llm-summary-json", str(summary_path), *LOAD, "StreamingChatUser"], name="master",
-                      env={"LLM_TEST_RESULTS": str(tmp_path / "m.jsonl")})  # fmt: skip
+                      env={"LLM_TEST_RESULTS": str(tmp_path / "m.jsonl")})
         worker = Proc([LOCUST, "-f", LOCUSTFILE, "--worker", "--master-host", "127.0.0.1", "--master-port", str(mport)],
-                      name="worker", env={"LLM_TEST_RESULTS": str(tmp_path / "w.jsonl")})  # fmt: skip
+                      name="worker", env={"LLM_TEST_RESULTS": str(tmp_path / "w.jsonl")})
         with master, worker:
             q50 = "histogram_quantile(0.5, sum by (le) (rate(llm_time_to_first_token_seconds_bucket[15s])))"
             prom_p50, kv = None, None

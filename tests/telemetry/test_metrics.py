@@ -14,14 +14,14 @@ import pytest
 
 from shapes.stage import Stage
 from telemetry.compare import rows as compare_rows
-from telemetry.exporter import Exporter
-from telemetry.live import LIVE
+from telemetry.measure.recorder import Cell, Recorder, Slot
 from telemetry.metrics import BOUNDS, BY_KEY, CLIENT_METRICS, PER_REQUEST, having, keys
-from telemetry.recorder import Cell, Recorder, Slot
-from telemetry.report import render
-from telemetry.report.sections import LOAD_CHARTS, REPORT_CARDS, REPORT_STAGES, REPORT_VERSIONS
-from telemetry.requestlog import record_of
-from telemetry.sinks import STAGE_TABLE, STAGES_CSV, console_table, write_csv
+from telemetry.outputs.exporter import Exporter
+from telemetry.outputs.live import LIVE
+from telemetry.outputs.report import render
+from telemetry.outputs.report.sections import LOAD_CHARTS, REPORT_CARDS, REPORT_STAGES, REPORT_VERSIONS
+from telemetry.outputs.requestlog import record_of
+from telemetry.outputs.sinks import STAGE_TABLE, STAGES_CSV, console_table, write_csv
 from tests.deploy.promql import CLIENT_METRICS as KNOWN_CLIENT_NAMES
 from tests.support import ROOT
 from tests.telemetry.helpers import fire, local_env
@@ -49,7 +49,7 @@ def test_existing_metrics_keep_their_place_and_names():
         "ttft": "llm_time_to_first_token_seconds", "itl": "llm_inter_token_latency_seconds",
         "tpot": "llm_time_per_output_token_seconds", "e2e": "llm_request_duration_seconds",
         "decode_span": "llm_decode_span_seconds",
-    }  # fmt: skip
+    }
 
 
 @pytest.mark.parametrize("m", CLIENT_METRICS, ids=lambda m: m.key)
@@ -71,7 +71,7 @@ def test_each_outputs_presentation_names_registry_metrics_it_can_show():
     per_stage = set(keys("per_stage"))
     charts = {k: qs for plot in LOAD_CHARTS.values() for k, qs in plot.items()}
     for name, shown in (("STAGE_TABLE", STAGE_TABLE), ("STAGES_CSV", STAGES_CSV), ("LIVE", LIVE),
-                        ("REPORT_STAGES", REPORT_STAGES), ("LOAD_CHARTS", charts)):  # fmt: skip
+                        ("REPORT_STAGES", REPORT_STAGES), ("LOAD_CHARTS", charts)):
         assert set(shown) <= per_stage, f"{name}: per-stage views read <key>_ms of the summary's stages"
     assert set(REPORT_VERSIONS) <= set(keys("versions")) and set(REPORT_CARDS) <= set(keys("top"))
     for quantiles in (*STAGES_CSV.values(), *REPORT_STAGES.values(), *REPORT_VERSIONS.values(), *charts.values()):
@@ -107,7 +107,7 @@ def run(tmp_path_factory):
         for i in range(30):
             fire(env, make_result(ttft=0.1 + 0.01 * i, itl=rng.uniform(0.01, 0.03, 11), tokens=12, stage=name,
                                   chunk_tokens=rng.integers(1, 3, 12) if i % 2 else None, queue=0.002,
-                                  version=VERSIONS[i % 2], reasoning_chunks=4 if i % 3 == 0 else 0))  # fmt: skip
+                                  version=VERSIONS[i % 2], reasoning_chunks=4 if i % 3 == 0 else 0))
     role.pump_local()
     dashboard = runpy.run_path(str(ROOT / "deploy" / "grafana" / "dashboard.py"))
     lines = [record_of(make_result(tokens=12, reasoning_chunks=4, queue=0.002)), record_of(make_result(tokens=1))]
@@ -227,7 +227,7 @@ def test_compare_has_every_metric_the_summary_has(m, run):
     summary has it."""
     rows = {(r.scope, r.figure): r for r in run["compare"]}
     scopes = {"run": m.top, **{f"stage {st}": m.per_stage for st in STAGES},
-              **{f"version {v}": m.versions for v in VERSIONS}}  # fmt: skip
+              **{f"version {v}": m.versions for v in VERSIONS}}
     for scope, has in scopes.items():
         for q in ("p50", "p99"):
             assert ((scope, f"{m.key}_{q}") in rows) == has, (scope, q)

@@ -9,7 +9,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from telemetry.prefix_cache import PREFIX_CACHE_EXCESS, section, workload_share
+from telemetry.outputs.prefix_cache import PREFIX_CACHE_EXCESS, section, workload_share
 from tests.support import LOCUST, PY, Proc, free_port, wait_http
 from users.options import PROMPT_SALT_DEFAULT, RESOLVED_SALT, prompt_salt, resolve_prompt_salt
 from users.settings import RunSettings
@@ -18,13 +18,13 @@ SIM_TIME_SCALE = 0.25
 """The simulator runs 4x slower than its model: a 2048-token prefill takes ~0.4 s, well above the client's own noise
 on a busy box."""
 LOAD = ["-u", "1", "-r", "1", "-t", "90s", "--num-requests", "10", "--input-len", "fixed:2048", "--output-len",
-        "fixed:4", "--prometheus-port", "0", "StreamingCompletionUser"]  # fmt: skip
+        "fixed:4", "--prometheus-port", "0", "StreamingCompletionUser"]
 
 
 def _run(host: str, tmp, name: str, *extra: str) -> tuple[dict, str]:
     path = tmp / f"{name}.json"
     with Proc([LOCUST, "-f", "locustfile.py", "--headless", "--host", host, "--llm-summary-json", str(path), *extra,
-               *LOAD], name=name) as p:  # fmt: skip
+               *LOAD], name=name) as p:
         rc = p.wait(120)
         out = p.output()
     assert rc == 0, out[-3000:]
@@ -35,7 +35,7 @@ def _run(host: str, tmp, name: str, *extra: str) -> tuple[dict, str]:
 def test_back_to_back_runs_do_not_hit_each_others_prefix_cache_unless_asked(tmp_path):
     port = free_port()
     with Proc([PY, "-m", "server.sim", "--host", "127.0.0.1", "--port", str(port), "--time-scale",
-               str(SIM_TIME_SCALE)], name="sim") as sim:  # fmt: skip
+               str(SIM_TIME_SCALE)], name="sim") as sim:
         host = f"http://127.0.0.1:{port}"
         wait_http(f"{host}/health", proc=sim)
         first, _ = _run(host, tmp_path, "first")
@@ -59,7 +59,7 @@ def test_back_to_back_runs_do_not_hit_each_others_prefix_cache_unless_asked(tmp_
 
 def _settings(salt: int | None, worker: int = 0) -> RunSettings:
     opts = SimpleNamespace(seed=3, input_len="uniform:8:64", shared_prefix_len=16, tokenizer="deepseek-v2",
-                           **{RESOLVED_SALT: salt})  # fmt: skip
+                           **{RESOLVED_SALT: salt})
     return RunSettings.from_options(opts, worker)
 
 
@@ -89,7 +89,7 @@ def test_workload_share_counts_what_the_workload_itself_repeats():
     opts = SimpleNamespace(shared_prefix_len=100, prompt_file=None, trace=None)
     assert workload_share(opts, prompt_tokens=1000, prompts=4, turns=[]) == pytest.approx(0.4)
     turns = [{"turn": 1, "requests": 2, "prompt_tokens_mean": 100.0},
-             {"turn": 2, "requests": 2, "prompt_tokens_mean": 300.0}]  # fmt: skip
+             {"turn": 2, "requests": 2, "prompt_tokens_mean": 300.0}]
     # turn 2 resends 200 tokens of history, twice, of 800 prompt tokens
     assert workload_share(SimpleNamespace(), 800, 4, turns) == pytest.approx(0.5)
     assert workload_share(SimpleNamespace(prompt_file="x.jsonl"), 800, 4, []) is None
@@ -100,7 +100,7 @@ def test_workload_share_counts_what_the_workload_itself_repeats():
 
 def test_a_traces_repeated_blocks_are_its_share(tmp_path):
     lines = [{"timestamp": 0, "input_length": 1024, "output_length": 1, "hash_ids": [1, 2]},
-             {"timestamp": 5, "input_length": 1024, "output_length": 1, "hash_ids": [1, 3]}]  # fmt: skip
+             {"timestamp": 5, "input_length": 1024, "output_length": 1, "hash_ids": [1, 3]}]
     path = tmp_path / "t.jsonl"
     path.write_text("\n".join(json.dumps(x) for x in lines))
     assert workload_share(SimpleNamespace(trace=str(path)), 2048, 2, []) == pytest.approx(512 / 2048)

@@ -22,7 +22,7 @@ LINE = re.compile(
 def test_make_run_prints_a_progress_line_per_interval(tmp_path):
     run = subprocess.run([PY, "-m", "scripts.demo", "--users", "4", "--run-time", "9", "--progress-interval", "2",
                           "--profile", "cpu-tiny", "--out", str(tmp_path)],
-                         cwd=ROOT, capture_output=True, text=True, timeout=120)  # fmt: skip
+                         cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
     lines = [m for m in map(LINE.match, run.stdout.splitlines()) if m]
     assert 3 <= len(lines) <= 5, run.stdout[-3000:]
@@ -44,6 +44,6 @@ def test_make_run_prints_a_progress_line_per_interval(tmp_path):
 def test_no_progress_lines_when_off(tmp_path):
     run = subprocess.run([PY, "-m", "scripts.demo", "--users", "2", "--run-time", "3", "--progress-interval", "0",
                           "--profile", "cpu-tiny", "--out", str(tmp_path)],
-                         cwd=ROOT, capture_output=True, text=True, timeout=120)  # fmt: skip
+                         cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert run.returncode == 0 and "[llm]" not in run.stdout, run.stdout[-2000:]
     assert (tmp_path / "summary.json").exists()

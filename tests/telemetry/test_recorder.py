@@ -9,9 +9,9 @@ import msgpack
 import numpy as np
 import pytest
 
-from telemetry.buckets import SUB_10MS, VLLM_ITL, VLLM_REQUEST, VLLM_TTFT, BucketHistogram
+from telemetry.measure.buckets import SUB_10MS, VLLM_ITL, VLLM_REQUEST, VLLM_TTFT, BucketHistogram
+from telemetry.measure.recorder import Recorder
 from telemetry.metrics import BOUNDS
-from telemetry.recorder import Recorder
 from telemetry.slo import SloSet
 from tests.telemetry.synthetic import make_result
 
@@ -90,7 +90,7 @@ def test_take_resets_and_merge_of_parts_equals_one_process():
     rng = np.random.default_rng(5)
     results = [make_result(ttft=float(rng.uniform(0.05, 0.5)), itl=rng.uniform(0.005, 0.05, 39),
                            tokens=40, stage=f"s{i % 2}", ok=bool(i % 7), error_kind=None if i % 7 else "timeout")
-               for i in range(300)]  # fmt: skip
+               for i in range(300)]
     whole = Recorder()
     for r in results:
         whole.record(r)

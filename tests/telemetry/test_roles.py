@@ -16,11 +16,11 @@ from run.hooks import SummaryHooks
 from shapes.plugin import NO_SATURATION
 from shapes.saturation import section as saturation_section
 from shapes.stage import Stage, StageBoard
+from telemetry.measure.recorder import Recorder
+from telemetry.measure.runstate import RunState
+from telemetry.measure.view import RunView
+from telemetry.outputs.summary import build_summary
 from telemetry.plugin import LocalRole, MasterRole, Role, WorkerRole, install, role_for
-from telemetry.recorder import Recorder
-from telemetry.runstate import RunState
-from telemetry.summary import build_summary
-from telemetry.view import RunView
 from tests.telemetry.helpers import _Nobody, fire, local_env, options
 from tests.telemetry.synthetic import make_result
 
@@ -138,7 +138,7 @@ def test_run_view_is_read_only():
     role.merger.absorb("w2", Recorder().take())
     role.merger.mark_lost("w2")
     assert (view.duration_s, view.worker_count, view.lost_workers) == (duration, workers, lost) == (
-        duration, 1, frozenset())  # fmt: skip
+        duration, 1, frozenset())
     assert hub.view().worker_count == 2 and hub.view().lost_workers == {"w2"}
     role.close()
 
@@ -159,7 +159,7 @@ def test_summary_from_a_view_built_without_an_environment():
     hooks = SummaryHooks()
     hooks.add_section("saturation", saturation_section, empty=lambda _view: dict(NO_SATURATION))
     hooks.add_section("probe", lambda view, summary: seen.append((view, [st["name"] for st in summary["stages"]])),
-                      empty=lambda _view: None)  # fmt: skip
+                      empty=lambda _view: None)
     view = merger.view(options=None, host="http://h:1", stage_board=board)
     s = build_summary(view, hooks)
     assert s["requests"]["total"] == 11 and s["requests"]["errors"] == {"http_5xx": 1}
@@ -238,7 +238,7 @@ def test_a_result_the_recorder_cannot_take_is_counted_and_reported_once(caplog):
         with caplog.at_level("ERROR"):
             for _ in range(3):
                 env.events.request.fire(request_type="POST", name="x", response_time=1.0, response_length=0,
-                                        exception=None, context={"llm_result": broken})  # fmt: skip
+                                        exception=None, context={"llm_result": broken})
         fire(env, make_result(ttft=0.1))
         lines = [r.getMessage() for r in caplog.records if "could not record a result" in r.getMessage()]
         assert len(lines) == 1 and role._bad_results == 3, (lines, role._bad_results)

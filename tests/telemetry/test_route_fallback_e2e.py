@@ -31,7 +31,7 @@ def _metrics(url: str) -> dict[str, list]:
 
 def _header_counts(url: str) -> dict[tuple[str, str], float]:
     return {(s.labels["header"], s.labels["value"]): s.value
-            for s in _metrics(url).get("sim:tokenizer_header_requests", []) if s.name.endswith("_total")}  # fmt: skip
+            for s in _metrics(url).get("sim:tokenizer_header_requests", []) if s.name.endswith("_total")}
 
 
 class Poller(threading.Thread):
@@ -62,7 +62,7 @@ def test_route_tokenizers_per_version_server_figures_and_a_fallback_that_acts(tm
             slow = ["--batch-cap-at", "20:1"] if v == "beta" else []
             sim = stack.enter_context(Proc(
                 [PY, "-m", "server.sim", "--port", str(port), "--served-model-name", "m", "--tokenizer", TOKENIZERS[v],
-                 "--num-gpu-blocks", str(BLOCKS[v]), *slow], name=f"sim-{v}"))  # fmt: skip
+                 "--num-gpu-blocks", str(BLOCKS[v]), *slow], name=f"sim-{v}"))
             hosts[v] = f"http://127.0.0.1:{port}"
             wait_http(f"{hosts[v]}/health", proc=sim)
         poller = Poller({v: f"{h}/metrics" for v, h in hosts.items()})
@@ -76,10 +76,10 @@ def test_route_tokenizers_per_version_server_figures_and_a_fallback_that_acts(tm
              "--route-tokenizers", ",".join(f"{v}={t}" for v, t in TOKENIZERS.items()),
              "--route-fallback", "beta->v1 when ttft_p99>+100% or error_rate>1% for 2 windows of 3s",
              "--server-metrics-interval", "1", "--prometheus-port", "0", "--llm-summary-json", str(summary),
-             "--llm-requests-jsonl", str(requests), "StreamingChatUser"], name="master"))  # fmt: skip
+             "--llm-requests-jsonl", str(requests), "StreamingChatUser"], name="master"))
         worker = stack.enter_context(Proc(
             [LOCUST, "-f", "locustfile.py", "--worker", "--master-host", "127.0.0.1", "--master-port", str(mport),
-             "StreamingChatUser"], name="worker"))  # fmt: skip
+             "StreamingChatUser"], name="worker"))
         rc = loc.wait(90)
         poller.done.set()
         poller.join(5)

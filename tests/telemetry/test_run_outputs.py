@@ -16,7 +16,7 @@ import jsonschema
 import numpy as np
 import pytest
 
-from telemetry.requestlog import read_records
+from telemetry.outputs.requestlog import read_records
 from tests.requires import VLLM, require
 from tests.support import LOCUST, ROOT, Proc, free_port, start_sim
 from workload.tokenizers import tokenizer_hash
@@ -45,9 +45,9 @@ def _master_and_two_workers(sim: str, *args: str):
     mport = free_port()
     master = Proc([LOCUST, "-f", "locustfile.py", "--headless", "--master", "--master-bind-host", "127.0.0.1",
                    "--master-bind-port", str(mport), "--expect-workers", "2", "-u", "8", "-r", "8", "-t", "120s",
-                   "--host", sim, *args, *LOAD, "StreamingChatUser"], name="master")  # fmt: skip
+                   "--host", sim, *args, *LOAD, "StreamingChatUser"], name="master")
     workers = [Proc([LOCUST, "-f", "locustfile.py", "--worker", "--master-host", "127.0.0.1", "--master-port",
-                     str(mport)], name=f"worker{i}") for i in range(2)]  # fmt: skip
+                     str(mport)], name=f"worker{i}") for i in range(2)]
     try:
         yield master, workers
     finally:
@@ -68,7 +68,7 @@ def budget_run(sim, tmp_path_factory):
         out = master.output()
     assert rc == 0, out[-3000:]
     return {"out": out, "summary": json.loads(paths["summary"].read_text()),
-            "lines": read_records(paths["jsonl"]), "bench": json.loads(paths["bench"].read_text())}  # fmt: skip
+            "lines": read_records(paths["jsonl"]), "bench": json.loads(paths["bench"].read_text())}
 
 
 def test_num_requests_is_exact_across_master_and_two_workers(budget_run):
@@ -153,7 +153,7 @@ def test_vllm_bench_json_covers_every_field_vllm_bench_serve_writes(budget_run, 
                   "--random-input-len", "32", "--random-output-len", str(out_len), "--num-prompts", str(n),
                   "--max-concurrency", "8", "--ignore-eos", "--disable-tqdm", "--save-result", "--save-detailed",
                   "--result-dir", str(tmp_path), "--result-filename", out.name],
-                 name="vllm-bench", env={"VLLM_CACHE_ROOT": str(tmp_path / "vllm-cache")})  # fmt: skip
+                 name="vllm-bench", env={"VLLM_CACHE_ROOT": str(tmp_path / "vllm-cache")})
     rc = bench.wait(240)
     assert rc == 0 and out.exists(), bench.output()[-3000:]
     theirs, ours = json.loads(out.read_text()), budget_run["bench"]
@@ -189,7 +189,7 @@ def test_max_errors_stops_a_failing_run_with_the_reason(tmp_path):
     with proc:
         run = Proc([LOCUST, "-f", "locustfile.py", "--headless", "-u", "2", "-r", "2", "-t", "60s", "--host", host,
                     "--max-errors", "5", "--llm-summary-json", str(summary), *LOAD, "StreamingChatUser"],
-                   name="locust")  # fmt: skip
+                   name="locust")
         rc = run.wait(90)
     s = json.loads(summary.read_text())
     assert rc == 1, run.output()[-2000:]  # failed requests: Locust's own exit code
@@ -219,7 +219,7 @@ def test_budget_split_is_exact():
 def test_effective_options_mask_secrets():
     from types import SimpleNamespace
 
-    from telemetry.runrecord import effective_options, parse_cache_config
+    from telemetry.outputs.runrecord import effective_options, parse_cache_config
 
     o = effective_options(SimpleNamespace(api_key="abc", tokenizer="auto", num_requests=3, api_key_file=None))
     assert o == {"api_key": "***", "api_key_file": None, "num_requests": 3, "tokenizer": "auto"}
@@ -227,12 +227,12 @@ def test_effective_options_mask_secrets():
             'enable_prefix_caching="False",gpu_memory_utilization="0.92",num_gpu_blocks="5120",swap_space="4"} 1.0\n')
     cc = parse_cache_config(page)
     assert cc == {"block_size": 64, "cache_dtype": "fp8", "num_gpu_blocks": 5120, "gpu_memory_utilization": 0.92,
-                  "enable_prefix_caching": False, "other": {"swap_space": "4"}}  # fmt: skip
+                  "enable_prefix_caching": False, "other": {"swap_space": "4"}}
     assert parse_cache_config("vllm:num_requests_running 1\n") is None
 
 
 def test_client_block_fill_uses_the_block_size_and_keeps_the_variance():
-    from telemetry.recorder import Recorder
+    from telemetry.measure.recorder import Recorder
 
     rec = Recorder()
     rec.kv_block, rec.kv_block_source = 64, "server"
@@ -278,7 +278,7 @@ def test_gpu_metrics_url_records_name_total_and_peak_memory(sim, tmp_path):
         def do_GET(self):  # noqa: N802
             used = served.pop(0) if served else 2
             body = (f'gpu_memory_used_bytes{{gpu="0",name="NVIDIA H200"}} {used * GIB}\n'
-                    f'gpu_memory_total_bytes{{gpu="0",name="NVIDIA H200"}} {141 * GIB}\n').encode()  # fmt: skip
+                    f'gpu_memory_total_bytes{{gpu="0",name="NVIDIA H200"}} {141 * GIB}\n').encode()
             self.send_response(200)
             self.send_header("Content-Length", str(len(body)))
             self.end_headers()
@@ -294,7 +294,7 @@ def test_gpu_metrics_url_records_name_total_and_peak_memory(sim, tmp_path):
         run = Proc([LOCUST, "-f", "locustfile.py", "--headless", "-u", "1", "-r", "1", "-t", "4s", "--host", sim,
                     "--gpu-metrics-url", f"http://127.0.0.1:{httpd.server_address[1]}/metrics",
                     "--server-metrics-interval", "1", "--llm-summary-json", str(summary), *LOAD,
-                    "StreamingChatUser"], name="locust")  # fmt: skip
+                    "StreamingChatUser"], name="locust")
         assert run.wait(60) == 0, run.output()[-2000:]
     finally:
         httpd.shutdown()
@@ -303,16 +303,16 @@ def test_gpu_metrics_url_records_name_total_and_peak_memory(sim, tmp_path):
     gpu = s["server_env"]["gpu"]
     assert gpu["scrapes"] >= 3 and gpu["scrape_failures"] == 0
     assert gpu["gpus"] == [{"gpu": "0", "name": "NVIDIA H200", "memory_total_bytes": 141 * GIB,
-                            "memory_used_start_bytes": 1 * GIB, "memory_used_peak_bytes": 3 * GIB}]  # fmt: skip
+                            "memory_used_start_bytes": 1 * GIB, "memory_used_peak_bytes": 3 * GIB}]
 
 
 def test_dcgm_exporter_metrics_parse():
-    from telemetry.runrecord import parse_gpu_metrics
+    from telemetry.outputs.runrecord import parse_gpu_metrics
 
     page = ('DCGM_FI_DEV_FB_USED{gpu="0",UUID="GPU-1",modelName="NVIDIA H100 80GB HBM3"} 1024\n'
-            'DCGM_FI_DEV_FB_FREE{gpu="0",UUID="GPU-1",modelName="NVIDIA H100 80GB HBM3"} 80000\n')  # fmt: skip
+            'DCGM_FI_DEV_FB_FREE{gpu="0",UUID="GPU-1",modelName="NVIDIA H100 80GB HBM3"} 80000\n')
     assert parse_gpu_metrics(page) == {"0": {"name": "NVIDIA H100 80GB HBM3", "used": 1024 * 1024**2,
-                                             "free": 80000 * 1024**2, "total": 81024 * 1024**2}}  # fmt: skip
+                                             "free": 80000 * 1024**2, "total": 81024 * 1024**2}}
 
 
 def test_num_requests_run_with_a_lost_worker_ends_when_the_survivor_is_done(sim, tmp_path):

@@ -9,7 +9,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from telemetry.scraper import ServerScraper, metrics_url, parse_server_metrics
+from telemetry.measure.scraper import ServerScraper, metrics_url, parse_server_metrics
 from tests.support import free_port
 
 V1 = """\

@@ -7,7 +7,7 @@ import re
 import pytest
 
 from shapes.stage import Stage
-from telemetry.sinks import console_table, stage_table
+from telemetry.outputs.sinks import console_table, stage_table
 from tests.telemetry.helpers import fire, local_env
 from tests.telemetry.synthetic import make_result
 
@@ -35,12 +35,12 @@ def _summary() -> dict:
         successes, failures = 4, 0
         series = [{"t": start[LONG] + 1e-4, "kv_cache_usage": 0.25, "preemptions_total": 0.0},
                   {"t": start[LONG] + 2e-4, "kv_cache_usage": 0.75, "preemptions_total": 0.0},
-                  {"t": start["rate=8"] + 1e-4, "kv_cache_usage": 0.99, "preemptions_total": 7.0}]  # fmt: skip
+                  {"t": start["rate=8"] + 1e-4, "kv_cache_usage": 0.99, "preemptions_total": 7.0}]
         latest = series[-1]
 
     hub.merger.scraper = FakeScraper()
     hub.hooks.add_section("saturation", lambda _v, _s: {"stage": "rate=8", "reason": "rate=8: output +1.0% over ..."},
-                          empty=lambda _v: None)  # fmt: skip
+                          empty=lambda _v: None)
     s = hub.summary()
     hub.merger.scraper = None
     role.close()
@@ -100,21 +100,21 @@ def test_reasoning_rows_only_when_a_request_reasoned_and_the_ttft_split_said_onc
     said = "client TTFT mean 51 ms = server queue 0 + prefill 11 + other server 0 + network & client 40 ms"
     q = {"count": 9}
     d = {"statement": said, "ttft_client_ms": {**q, "mean": 51.0}, "ttft_server_ms": {**q, "mean": 11.0},
-         "queue_ms": {**q, "mean": 0.0}, "prefill_ms": {**q, "mean": 11.0}}  # fmt: skip
+         "queue_ms": {**q, "mean": 0.0}, "prefill_ms": {**q, "mean": 11.0}}
     att = {"window_s": 10, "decomposition": d, "bottleneck": verdict({}, None, d, None)}
     text = "\n".join(console_lines(att))
     assert text.count(said) == 1 and "bottleneck: client — 78 % of the client TTFT is network & client" in text
 
 
 def test_capacity_line_says_the_answer_and_its_figures():
-    from telemetry.sinks import capacity_line
+    from telemetry.outputs.sinks import capacity_line
 
     found = {"status": "found", "statement": "capacity users=3: the highest load meeting every SLO (passed twice)",
              "goodput_rps": 3.5, "output_per_s": 480.0, "output_per_s_per_gpu": 240.0,
-             "usd_per_million_output_tokens": 3.4722}  # fmt: skip
+             "usd_per_million_output_tokens": 3.4722}
     assert capacity_line(found) == ("capacity: capacity users=3: the highest load meeting every SLO (passed twice) — "
                                     "at it: goodput 3.50 req/s, output 480 tok/s, 240 tok/s per GPU, "
-                                    "$3.47 per million output tokens")  # fmt: skip
+                                    "$3.47 per million output tokens")
     none = {"status": "none", "statement": "no load in --search-users 1:4 meets the SLOs", "goodput_rps": None,
-            "output_per_s": None, "output_per_s_per_gpu": None, "usd_per_million_output_tokens": None}  # fmt: skip
+            "output_per_s": None, "output_per_s_per_gpu": None, "usd_per_million_output_tokens": None}
     assert capacity_line(none) == "capacity: no load in --search-users 1:4 meets the SLOs"

@@ -8,7 +8,7 @@ import msgpack
 import numpy as np
 import pytest
 
-from telemetry.sketch import MAX_VALUE, MIN_VALUE, LogSketch
+from telemetry.measure.sketch import MAX_VALUE, MIN_VALUE, LogSketch
 
 QS = (0.01, 0.1, 0.25, 0.5, 0.75, 0.9, 0.95, 0.99, 0.999)
 

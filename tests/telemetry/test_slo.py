@@ -7,7 +7,7 @@ import logging
 import numpy as np
 import pytest
 
-from telemetry.sketch import LogSketch
+from telemetry.measure.sketch import LogSketch
 from telemetry.slo import EXIT_CODE, NO_PRESET, SloSet, failure_lines, verdict_line
 from tests.telemetry.helpers import fire, local_env, options
 from tests.telemetry.synthetic import make_result
@@ -16,7 +16,7 @@ from tests.telemetry.synthetic import make_result
 def test_interactive_preset_its_old_name_and_explicit_override():
     s = SloSet.from_options(options(slo_preset="interactive"))
     assert s.thresholds == {"ttft_p99_ms": 800.0, "itl_p95_ms": 120.0, "decode_span_p99_ms": 2500.0,
-                            "ttfa_p99_ms": 800.0}  # fmt: skip
+                            "ttfa_p99_ms": 800.0}
     assert s.when_reasoning == {"ttfa_p99_ms"}  # the TTFT threshold bounds TTFA when the model reasons
     old = SloSet.from_options(options(slo_preset="seed"))  # the preset's old name: the same objectives
     assert (old.thresholds, old.when_reasoning) == (s.thresholds, s.when_reasoning)
@@ -43,7 +43,7 @@ def test_no_preset_is_the_default_and_a_choice():
 
 def test_verdict_line_names_every_check_and_the_verdict():
     checks = [{"name": "ttft_p99_ms", "threshold": 800.0, "value": 412.3, "passed": True},
-              {"name": "error_rate", "threshold": 0.01, "value": None, "passed": False}]  # fmt: skip
+              {"name": "error_rate", "threshold": 0.01, "value": None, "passed": False}]
     assert verdict_line({"checks": checks, "passed": False}) == (
         "SLO FAILED: ttft_p99_ms 412.3 <= 800: ok, error_rate - <= 0.01: no")
     assert verdict_line({"checks": checks[:1], "passed": True}).startswith("SLO passed: ttft_p99_ms 412.3")

@@ -15,16 +15,16 @@ from run.context import attach
 from shapes.plugin import NO_SATURATION
 from shapes.stage import Stage
 from telemetry.attribution.plugin import empty as empty_attribution
+from telemetry.measure.recorder import Recorder
+from telemetry.measure.view import RunView
 from telemetry.plugin import MasterRole, WorkerRole
-from telemetry.recorder import Recorder
-from telemetry.view import RunView
 from tests.telemetry.helpers import fire, local_env
 from tests.telemetry.synthetic import make_result
 
 Q_KEYS = {"count", "mean", "p50", "p90", "p95", "p99", "max"}
 TOP = {"schema", "duration_s", "workers", "model", "host", "requests", "tokens", "ttft_ms", "itl_ms", "inter_chunk_ms",
        "tpot_ms", "e2e_ms", "decode_span_ms", "goodput_rps", "slo", "stages", "server",
-       "client_kv_block_fill", "versions", "timeseries", "histograms"}  # fmt: skip
+       "client_kv_block_fill", "versions", "timeseries", "histograms"}
 """Telemetry's own keys; ``saturation`` (shapes) and ``attribution`` come with their packages' sections (the whole
 plugin's summary is checked against the schema in test_summary_schema.py)."""
 STAGE = {"name": str, "users": (int, type(None)), "rate": (float, type(None)), "input_len": (str, type(None)),
@@ -32,7 +32,7 @@ STAGE = {"name": str, "users": (int, type(None)), "rate": (float, type(None)), "
          "prompt_tokens_mean": (float, type(None)), "client_queue_ms": dict, "ttft_ms": dict, "itl_ms": dict,
          "tpot_ms": dict, "e2e_ms": dict, "client_kv_block_fill": (float, type(None)),
          "server_kv_usage_mean": (float, type(None)), "server_kv_usage_max": (float, type(None)),
-         "preemptions": (int, type(None))}  # fmt: skip
+         "preemptions": (int, type(None))}
 
 
 def _is_q(q: dict) -> bool:
@@ -50,7 +50,7 @@ def run():
     board.set(Stage("users=2", index=1, users=2))
     for i in range(40):
         fire(env, make_result(ttft=0.1 + 0.001 * i, itl=0.01, tokens=20, stage="users=2", prompt_tokens=512,
-                              prompt_tokens_client=500))  # fmt: skip
+                              prompt_tokens_client=500))
     fire(env, make_result(ok=False, error_kind="stream_cut", stage="users=2", prompt_tokens=512))
     board.set(Stage("users=4", index=2, users=4, rate=None, input_len="zipf:1.2:16:4096"))
     for i in range(60):
@@ -106,7 +106,7 @@ def test_stage_rows_from_the_board(run):
 def test_sections_override_defaults_and_a_broken_one_is_contained(run):
     env, hub, role = run
     hub.hooks.add_section("saturation", lambda view, summary: {"stage": "users=4", "reason": "flat"},
-                          empty=lambda _view: {"stage": None, "reason": "not yet"})  # fmt: skip
+                          empty=lambda _view: {"stage": None, "reason": "not yet"})
     hub.hooks.add_section("versions", lambda view, summary: 1 / 0, empty=lambda _view: {})
     s = hub.summary()
     assert s["saturation"] == {"stage": "users=4", "reason": "flat"}
@@ -127,7 +127,7 @@ def test_each_section_brings_its_empty_value_and_place(run):
     env, hub, role = run
     seen = {}
     hub.hooks.add_section("first", lambda view, summary: seen.setdefault("second", summary["second"]),
-                          empty=lambda _view: "first empty")  # fmt: skip
+                          empty=lambda _view: "first empty")
     hub.hooks.add_section("second", lambda view, summary: {"filled": True}, empty=lambda view: {"w": view.worker_count})
     s = hub.summary()
     assert seen["second"] == {"w": s["workers"]} and s["second"] == {"filled": True}
@@ -200,7 +200,7 @@ def test_live_rows_per_stage(run):
     # what was delivered while the stage ran, as the summary's stage throughput (every result ended in this second,
     # so over a span inside it the rate is that second's tokens)
     assert before <= after and row["output_tok_s"] == pytest.approx(hub.summary()["stages"][-1]["output_per_s"],
-                                                                     rel=0.05)  # fmt: skip
+                                                                     rel=0.05)
     assert live["client_kv_block_fill"] == pytest.approx(620 / 640)
     # each stage's own KV figures: the client fill sampled in it, the mean of the server scrapes in its span
     assert row["client_kv_block_fill"] == pytest.approx(620 / 640)
@@ -212,7 +212,7 @@ def test_live_rows_per_stage(run):
                                                  {"t": a + 0.6 * (b - a), "kv_cache_usage": 0.4},
                                                  {"t": spans["users=4"][0] + 0.01, "kv_cache_usage": 0.9}],
                                          latest=None, metric_names="vllm", successes=3, failures=0,
-                                         stop=lambda **_kw: None)  # fmt: skip
+                                         stop=lambda **_kw: None)
     rows = {r["stage"]: r for r in hub.live()["stages"]}
     assert rows["users=2"]["server_kv_usage"] == pytest.approx(0.3) and rows["users=4"]["server_kv_usage"] == 0.9
 
@@ -253,7 +253,7 @@ def test_server_series_feed_the_server_section_and_stage_rows(run):
              "request_success_total": 10.0, "generation_tokens_total": 100.0, "prompt_tokens_total": 1000.0},
             {"t": mid, "kv_cache_usage": 0.9, "requests_waiting": 7, "preemptions_total": 8.0,
              "request_success_total": 30.0, "generation_tokens_total": 700.0, "prompt_tokens_total": 3000.0},
-        ]  # fmt: skip
+        ]
         latest = series[-1]
 
     hub.merger.scraper = FakeScraper()
@@ -279,7 +279,7 @@ def test_stage_server_kv_usage_mean_and_max(run):
         successes, failures = 3, 0
         series = [{"t": four_start - 1e-3, "kv_cache_usage": 0.99},  # before the stage: in neither figure
                   {"t": four_start + 1e-3, "kv_cache_usage": 0.3},
-                  {"t": four_start + 2e-3, "kv_cache_usage": 0.7}]  # fmt: skip
+                  {"t": four_start + 2e-3, "kv_cache_usage": 0.7}]
         latest = series[-1]
 
     hub.merger.scraper = FakeScraper()
@@ -293,7 +293,7 @@ def test_a_stages_throughput_is_what_was_delivered_while_it_ran():
     from types import SimpleNamespace
 
     slots = {100: SimpleNamespace(output_tokens=100), 101: SimpleNamespace(output_tokens=300),
-             102: SimpleNamespace(output_tokens=50)}  # fmt: skip
+             102: SimpleNamespace(output_tokens=50)}
     view = SimpleNamespace(merged=SimpleNamespace(slots=slots), slot_s=1.0, t0_wall=100.0)
     delivered = RunView.delivered_tokens
     assert delivered(view, 0.0, 3.0) == pytest.approx(450.0)

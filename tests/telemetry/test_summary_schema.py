@@ -21,7 +21,7 @@ def summary(tmp_path_factory) -> dict:
     with scripted("--ttft-ms", "20", "--itl-ms", "4", "--tokens-per-chunk", "2") as (host, _stats):
         run = run_locust(host, ["-r", "4", "--shape", "concurrency-sweep", "--sweep-users", "1,4",
                                 "--stage-duration", "2", "--stage-warmup", "1", "--input-len", "fixed:64",
-                                "--output-len", "fixed:16", "-t", "30s"], tmp)  # fmt: skip
+                                "--output-len", "fixed:16", "-t", "30s"], tmp)
     assert run.rc == 0, run.output
     assert run.summary is not None
     return run.summary

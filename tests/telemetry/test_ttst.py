@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 
 from shapes.stage import Stage
-from telemetry.exporter import Exporter
 from telemetry.metrics import BY_KEY
-from telemetry.report import render
-from telemetry.sinks import STAGES_CSV, console_table, write_csv
+from telemetry.outputs.exporter import Exporter
+from telemetry.outputs.report import render
+from telemetry.outputs.sinks import STAGES_CSV, console_table, write_csv
 from tests.support import ROOT
 from tests.telemetry.helpers import fire, local_env
 from tests.telemetry.synthetic import make_result
@@ -39,7 +39,7 @@ def run(tmp_path_factory):
     summary = hub.summary()
     stats, stages = write_csv(summary, str(tmp_path_factory.mktemp("ttst") / "run"))
     yield {"hub": hub, "summary": summary, "stats": list(csv.DictReader(open(stats))),
-           "stages": list(csv.DictReader(open(stages)))}  # fmt: skip
+           "stages": list(csv.DictReader(open(stages)))}
     role.close()
 
 

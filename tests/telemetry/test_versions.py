@@ -7,10 +7,10 @@ import argparse
 import numpy as np
 import pytest
 
-from telemetry.recorder import Recorder
-from telemetry.routing import versions_section
+from telemetry.control.routing import versions_section
+from telemetry.measure.recorder import Recorder
+from telemetry.measure.view import RunView
 from telemetry.slo import SloSet
-from telemetry.view import RunView
 from users.result import GenerationResult, RequestMeta
 
 
@@ -22,13 +22,13 @@ def _result(version: str | None, ttft: float, ok: bool = True) -> GenerationResu
         error_kind=None if ok else "http_5xx", error_message=None, t0=t0, t_sent=t0, t_end=t0 + ttft + 0.03,
         chunk_times=times if ok else times[:0],
         chunk_tokens=np.ones(3 if ok else 0, dtype=np.int64), output_tokens=3 if ok else 0, prompt_tokens=16,
-    )  # fmt: skip
+    )
 
 
 def _hub(rec: Recorder, route_table: str | None) -> RunView:
     """A run view built by hand: no Environment, no merger."""
     return RunView(merged=rec, slos=SloSet(), options=argparse.Namespace(route_table=route_table), host="",
-                   model="", t0_wall=0.0, duration_s=10.0, attribution_window=10.0)  # fmt: skip
+                   model="", t0_wall=0.0, duration_s=10.0, attribution_window=10.0)
 
 
 def test_versions_section_counts_shares_and_latency():

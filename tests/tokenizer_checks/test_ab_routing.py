@@ -32,7 +32,7 @@ def test_ab_run_splits_by_bucket_table_and_reports_latency_per_version(tmp_path)
     summary = tmp_path / "summary.json"
     sim = [PY, "-m", "server.sim", "--profile", "cpu-tiny"]
     with Proc([*sim, "--port", str(pa)], name="sim-v1") as sa, \
-         Proc([*sim, "--port", str(pb), "--time-scale", "0.2"], name="sim-beta") as sb:  # fmt: skip
+         Proc([*sim, "--port", str(pb), "--time-scale", "0.2"], name="sim-beta") as sb:
         wait_http(f"{a}/health", proc=sa)
         wait_http(f"{b}/health", proc=sb)
         argv = [
@@ -42,7 +42,7 @@ def test_ab_run_splits_by_bucket_table_and_reports_latency_per_version(tmp_path)
             "--input-len", "fixed:16", "--output-len", "fixed:4", "--seed", "7",
             "--llm-summary-json", str(summary), "--prometheus-port", "0", "--server-metrics-url", "off",
             "StreamingChatUser",
-        ]  # fmt: skip
+        ]
         with Proc(argv, name="locust") as loc:
             rc = loc.wait(120)
             out = loc.output()

@@ -69,7 +69,7 @@ def run_locust(
     results, summary = tmp / f"results-{tag}.jsonl", tmp / f"summary-{tag}.json"
     argv = [*NICE, LOCUST, "-f", locustfile or RESULTS_LOCUSTFILE, "--headless", "--host", host, "--only-summary",
             "--prometheus-port", "0", "--server-metrics-url", "off",
-            "--llm-summary-json", str(summary), *args]  # fmt: skip
+            "--llm-summary-json", str(summary), *args]
     with Proc(argv, name="locust", env={"LLM_TEST_RESULTS": str(results)}) as proc:
         rc = proc.wait(timeout)
         out = proc.output()

@@ -48,7 +48,7 @@ class Request:
 
 
 def http(status: int, body: bytes, content_type: str = "application/json", length: int | None = None,
-         extra: str = "") -> bytes:  # fmt: skip
+         extra: str = "") -> bytes:
     """A whole HTTP/1.1 response (``length`` overrides Content-Length, to announce more than is sent)."""
     n = len(body) if length is None else length
     head = f"HTTP/1.1 {status} X\r\nContent-Type: {content_type}\r\nContent-Length: {n}\r\n{extra}\r\n"
@@ -145,7 +145,7 @@ class Run:
 
 
 def run_user(user_class, host: str, *argv: str, requests: int = 1, timeout: float = 8.0,
-             setup: Callable[[Environment], None] | None = None, plugin: bool = True) -> Run:  # fmt: skip
+             setup: Callable[[Environment], None] | None = None, plugin: bool = True) -> Run:
     """Run one ``user_class`` user under a LocalRunner until it has fired ``requests`` request events
     (``plugin=False``: without the users plugin, as a library user would, so without the stall watch)."""
     env = Environment(user_classes=[user_class], host=host, parsed_options=options(*argv))

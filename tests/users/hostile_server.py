@@ -105,7 +105,7 @@ def main() -> None:
     def answer(sock, req) -> bool:
         if req.method == "GET":  # /health, /stats
             body = json.dumps({"requests": sum(served.values()), "auth": auth,
-                               **{f"mode_{m}": n for m, n in served.items()}})  # fmt: skip
+                               **{f"mode_{m}": n for m, n in served.items()}})
             sock.sendall(http(200, body.encode()))
             return True
         who = req.headers.get("authorization", "")

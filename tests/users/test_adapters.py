@@ -78,7 +78,7 @@ def test_chat_body_is_one_user_message_streamed_with_usage_on_every_chunk() -> N
     a = ADAPTERS["chat"]
     body = a.body(request_input(a, ("hello",)))
     assert body == {"messages": [{"role": "user", "content": "hello"}], "stream": True,
-                    "stream_options": {"include_usage": True, "continuous_usage_stats": True}, **SAMPLING}  # fmt: skip
+                    "stream_options": {"include_usage": True, "continuous_usage_stats": True}, **SAMPLING}
     assert list(body)[:3] == ["messages", "stream", "stream_options"]  # the request bytes keep their order
     assert STREAM_OPTIONS == {"include_usage": True, "continuous_usage_stats": True}
 
@@ -86,7 +86,7 @@ def test_chat_body_is_one_user_message_streamed_with_usage_on_every_chunk() -> N
 def test_completions_bodies_stream_one_prompt_or_batch_many() -> None:
     a = ADAPTERS["completions"]
     assert a.body(request_input(a, ("p",))) == {"prompt": "p", "stream": True, "stream_options": STREAM_OPTIONS,
-                                                 **SAMPLING}  # fmt: skip
+                                                 **SAMPLING}
     b = ADAPTERS["completions-batch"]
     body = b.body(request_input(b, ("p", "q", "r")))
     assert body == {"prompt": ["p", "q", "r"], "stream": False, **SAMPLING}

@@ -24,7 +24,7 @@ CHAT = adapter_named("chat")
 
 def _settings(**over) -> RunSettings:
     opts = {"input_len": "fixed:100", "output_len": "fixed:10", "tokenizer": "deepseek-v2", "turns": "fixed:3",
-            "shared_prefix_len": 64, "prefix_groups": 2, "seed": 7, **over}  # fmt: skip
+            "shared_prefix_len": 64, "prefix_groups": 2, "seed": 7, **over}
     return RunSettings.from_options(SimpleNamespace(**opts))
 
 
@@ -33,7 +33,7 @@ def _answer(conv: Conversation, text: str) -> None:
     tally = conv.answer.tally(0)
     half = len(text) // 2
     events = [{"choices": [{"index": 0, "delta": {"content": part}, "finish_reason": None}]}
-              for part in (text[:half], text[half:])]  # fmt: skip
+              for part in (text[:half], text[half:])]
     tally.add([orjson.dumps(e) for e in events] + [b"[DONE]"], 1.0)
 
 
@@ -103,7 +103,7 @@ def test_think_time_between_turns_only():
 def test_transcript_tally_keeps_content_and_counts_like_the_plain_one():
     t = TranscriptTally(10)
     chunk = {"choices": [{"index": 0, "delta": {"content": " hi"}, "finish_reason": None}],
-             "usage": {"prompt_tokens": 10, "completion_tokens": 1}}  # fmt: skip
+             "usage": {"prompt_tokens": 10, "completion_tokens": 1}}
     t.add([orjson.dumps(chunk), b"[DONE]"], 2.0)
     assert t.answer == [" hi"] and t.output_tokens == 1 and t.chunk_times == [2.0] and t.done
 

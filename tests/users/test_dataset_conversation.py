@@ -28,7 +28,7 @@ def _file(tmp_path) -> str:
                       {"role": "user", "content": "second question"},
                       {"role": "assistant", "content": "ok"}]},
         {"messages": [{"role": "user", "content": "lonely question"}]},
-    ]  # fmt: skip
+    ]
     p = tmp_path / "o.jsonl"
     p.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
     return str(p)
@@ -50,7 +50,7 @@ def test_turns_follow_the_record_with_the_datasets_answers_and_lengths(tmp_path)
     first = conv.draw(CHAT, MAIN)
     assert first.meta.turn == 1
     assert first.model_input == [{"role": "system", "content": "Be terse."},
-                                 {"role": "user", "content": "first question"}]  # fmt: skip
+                                 {"role": "user", "content": "first question"}]
     assert first.max_tokens == s.count_text("a dataset answer of several tokens here") == first.sampling["max_tokens"]
     assert first.prompt_tokens == s.count_messages(first.model_input)
     _answer(conv, "what the model said instead")
@@ -84,7 +84,7 @@ def test_live_history_and_an_output_len_override(tmp_path):
 def test_aiperf_delay_is_the_think_time_and_a_failed_turn_ends_the_record(tmp_path):
     p = tmp_path / "a.jsonl"
     p.write_text(json.dumps({"session_id": "s", "turns": [{"text": "a"}, {"text": "b", "delay": 250},
-                                                           {"text": "c"}]}) + "\n", encoding="utf-8")  # fmt: skip
+                                                           {"text": "c"}]}) + "\n", encoding="utf-8")
     s = _settings(str(p))
     conv = Conversation(s)
     conv.draw(CHAT, MAIN)

@@ -15,7 +15,7 @@ import json
 import jsonschema
 import pytest
 
-from telemetry.requestlog import read_records
+from telemetry.outputs.requestlog import read_records
 from tests.server.sim.helpers import running_sim
 from tests.support import LOCUST, ROOT, Proc, free_port
 from tests.users.e2e import run_locust
@@ -39,7 +39,7 @@ def _sharegpt(n: int) -> list[dict]:
         conv = [{"from": "system", "value": f"You answer conversation {i}."}] if i % 3 == 0 else []
         for t in range(2 + i % 3):
             conv += [{"from": "human", "value": f"question {i}.{t}: " + _text(i + t, 12 + 5 * t + 2 * i)},
-                     {"from": "gpt", "value": f"answer {i}.{t}: " + _text(i * t + 1, 6 + 4 * i % 9 + t)}]  # fmt: skip
+                     {"from": "gpt", "value": f"answer {i}.{t}: " + _text(i * t + 1, 6 + 4 * i % 9 + t)}]
         out.append({"id": f"c{i}", "conversations": conv})
     return out
 
@@ -67,7 +67,7 @@ def _expected(records: list[dict]) -> list[list[tuple]]:
 def _run(sim, tmp_path, *args: str, user: str = "StreamingChatUser"):
     run = run_locust(f"http://127.0.0.1:{sim.port}", ["-r", "50", "--server-metrics-url",
                      f"http://127.0.0.1:{sim.port}/metrics", "--server-metrics-interval", "0.5", *args,
-                     user], tmp_path)  # fmt: skip
+                     user], tmp_path)
     assert run.summary is not None, run.output[-3000:]
     assert run.summary["requests"]["failed"] == 0, run.summary["requests"]
     assert run.summary["tokens"]["prompt_mismatch_ratio"] == 0.0, run.summary["tokens"]
@@ -80,7 +80,7 @@ def test_sharegpt_conversations_replay_turn_by_turn_with_the_datasets_lengths(tm
     path.write_text(json.dumps(records), encoding="utf-8")  # the JSON-array form
     with running_sim("--served-model-name", MODEL, "--tokenizer", TOKENIZER) as sim:
         run = _run(sim, tmp_path, "-u", "3", "-t", "6s", "--dataset", str(path), "--dataset-sample", "6",
-                   "--think-time", "fixed:0.01")  # fmt: skip
+                   "--think-time", "fixed:0.01")
         mean = round(run.summary["tokens"]["prompt"] / run.summary["requests"]["ok"])
         plain = _run(sim, tmp_path, "-u", "3", "-t", "3s", "--input-len", f"fixed:{mean}", "--output-len", "fixed:16")
     s = run.summary
@@ -123,10 +123,10 @@ def test_aiperf_multi_turn_and_vllm_bench_custom_files_run_unchanged(tmp_path):
     aiperf = tmp_path / "aiperf.jsonl"
     aiperf.write_text("".join(json.dumps({"session_id": f"s{i}", "turns": [
         {"text": _text(i, 20), "max_tokens": 5 + i}, {"text": _text(i + 1, 9), "delay": 300, "max_tokens": 7}]}) + "\n"
-        for i in range(4)), encoding="utf-8")  # fmt: skip
+        for i in range(4)), encoding="utf-8")
     custom = tmp_path / "custom.jsonl"
     custom.write_text("".join(json.dumps({"prompt": _text(i, 30), "output_tokens": 10 + i}) + "\n" for i in range(5)),
-                      encoding="utf-8")  # fmt: skip
+                      encoding="utf-8")
     with running_sim("--served-model-name", MODEL, "--tokenizer", TOKENIZER) as sim:
         a = _run(sim, tmp_path, "-u", "2", "-t", "4s", "--dataset", str(aiperf))
         c = _run(sim, tmp_path, "-u", "2", "-t", "3s", "--dataset", str(custom))
@@ -160,9 +160,9 @@ def test_a_master_and_two_workers_replay_disjoint_shares_of_the_sample(tmp_path)
                        "--host", f"http://127.0.0.1:{sim.port}", "--only-summary", "--prometheus-port", "0",
                        "--server-metrics-url", "off", "--dataset", str(path), "--dataset-sample", "4",
                        "--dataset-shuffle", "--llm-requests-jsonl", str(log), "--llm-summary-json", str(summary),
-                       "StreamingChatUser"], name="master")  # fmt: skip
+                       "StreamingChatUser"], name="master")
         workers = [Proc([LOCUST, "-f", "locustfile.py", "--worker", "--master-host", "127.0.0.1", "--master-port",
-                         str(mport)], name=f"worker{i}") for i in range(2)]  # fmt: skip
+                         str(mport)], name=f"worker{i}") for i in range(2)]
         try:
             assert master.wait(90) == 0, master.output()[-3000:]
         finally:

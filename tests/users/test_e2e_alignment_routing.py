@@ -28,7 +28,7 @@ def test_server_without_tokenize_is_skipped_quietly(tmp_path) -> None:
     with scripted("--ttft-ms", "5", "--itl-ms", "1", "--output-tokens", "4", "--no-tokenize") as (host, _):
         # the scripted server counts with deepseek-v4: named, so the unknown model's fallback hint stays out
         run = run_locust(host, ["-u", "1", "-t", "2s", "--input-len", "50", "--tokenizer", "deepseek-v4",
-                                "StreamingChatUser"], tmp_path)  # fmt: skip
+                                "StreamingChatUser"], tmp_path)
     assert "prompt token mismatch" not in run.output and "/tokenize" not in run.output
     assert run.results and all(r["ok"] and r["prompt_tokens"] == 50 for r in run.results)
 
@@ -40,7 +40,7 @@ def test_route_table_sends_each_request_to_its_versions_host(tmp_path) -> None:
     ):
         table = f"v1={a}@0-59,beta={b}@60-99"
         run = run_locust(a, ["-u", "4", "-r", "4", "-t", "4s", "--stop-timeout", "5", "--input-len", "uniform:8:64",
-                             "--route-table", table, "StreamingChatUser"], tmp_path)  # fmt: skip
+                             "--route-table", table, "StreamingChatUser"], tmp_path)
         served = {"v1": stats_a()["requests"], "beta": stats_b()["requests"]}
     assert "Traceback" not in run.output, run.output[-3000:]
     by_version = Counter(r["version"] for r in run.results)

@@ -88,7 +88,7 @@ def _run_64(tmp_path) -> Try:
                 "uniform:16:64",
                 "StreamingChatUser",
                 "StreamingCompletionUser",
-            ],  # fmt: skip
+            ],
             tmp_path,
         )
         served = stats()

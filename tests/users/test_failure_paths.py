@@ -57,7 +57,7 @@ def _stalled(seconds: float = 5.0):
                                    b'{"choices":[{"index":0,"text":"","finish_reason":"stop"}]}']),  # no usage
     ],
     ids=["chat-usage-0", "completion-no-usage"],
-)  # fmt: skip
+)
 def test_empty_stream_is_empty_not_ok(user, events):
     with hostile(_reply(sse_head() + chunk(*events, b"[DONE]") + LAST_CHUNK)) as (host, reqs):
         run = first_request(user, host)
@@ -74,7 +74,7 @@ def test_empty_stream_is_empty_not_ok(user, events):
         {"choices": [{"index": 0, "text": "", "finish_reason": "stop"}]},  # no usage: the tokenizer counts 0
     ],
     ids=["usage-0", "no-usage"],
-)  # fmt: skip
+)
 def test_empty_non_streaming_answer_is_empty(body):
     with hostile(_reply(http(200, json.dumps(body).encode()))) as (host, _):
         run = first_request(BatchCompletionUser, host, "--batch-size", "1")

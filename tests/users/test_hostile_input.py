@@ -10,7 +10,7 @@ from tests.support import LOCUST, Proc
 pytestmark = pytest.mark.slow
 
 RUN = ["-f", "locustfile.py", "--headless", "-u", "1", "-t", "30s", "--host", "http://127.0.0.1:9", "--prometheus-port",
-       "0", "--server-metrics-url", "off", "--input-len", "fixed:16", "--output-len", "fixed:8"]  # fmt: skip
+       "0", "--server-metrics-url", "off", "--input-len", "fixed:16", "--output-len", "fixed:8"]
 
 
 def test_bad_start_options_are_one_line_each_and_nothing_runs(tmp_path):
@@ -32,7 +32,7 @@ def test_bad_start_options_are_one_line_each_and_nothing_runs(tmp_path):
                                  f"('{prompts}' is a file), got '{prompts / 's.json'}'"),
         "summary-is-a-folder": (["--llm-summary-json", str(tmp_path)],
                                 f"argument --llm-summary-json: expected a file path, not a folder, got '{tmp_path}'"),
-    }  # fmt: skip
+    }
     procs = {name: Proc([LOCUST, *RUN, *args], name=name) for name, (args, _) in cases.items()}
     try:
         for name, (_args, says) in cases.items():

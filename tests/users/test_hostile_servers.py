@@ -32,7 +32,7 @@ KIND_OF_MODE = {
     "redirect": "http_3xx",
 }
 RUN = ["-u", "9", "-r", "9", "-t", "6s", "--stop-timeout", "5", "--request-timeout", "1", "--input-len", "16",
-       "--output-len", "8", "StreamingChatUser"]  # fmt: skip
+       "--output-len", "8", "StreamingChatUser"]
 
 
 def _server(port: int, modes: str) -> Proc:
@@ -73,7 +73,7 @@ def test_each_hostile_server_counted_once_under_its_kind(tmp_path) -> None:
                   "bad_chunk: not an event stream (Content-Type: text/html): <html><body>502 Bad Gateway",
                   "http_3xx: HTTP 307 to http://elsewhere.invalid/v1/chat/completions: moved",
                   "stream_cut: HTTPParseError after 1 tokens", "timeout: no byte for the request timeout after 0"):
-        assert any(m.startswith(start) for m in messages), (start, set(messages))  # fmt: skip
+        assert any(m.startswith(start) for m in messages), (start, set(messages))
     summary = run.summary
     assert summary is not None and {k: v for k, v in summary["requests"]["errors"].items() if v} == {
         k: n for k, n in want.items() if k != "ok"
@@ -84,7 +84,7 @@ def test_server_restarted_mid_run_connection_refused_then_back(tmp_path) -> None
     port = free_port()
     host = f"http://127.0.0.1:{port}"
     args = ["-u", "4", "-r", "4", "-t", "7s", "--stop-timeout", "3", "--request-timeout", "1", "--input-len", "16",
-            "--output-len", "8", "StreamingChatUser"]  # fmt: skip
+            "--output-len", "8", "StreamingChatUser"]
     first = _server(port, "ok")
     locust = None
     try:
@@ -93,7 +93,7 @@ def test_server_restarted_mid_run_connection_refused_then_back(tmp_path) -> None
         locust = Proc([LOCUST, "-f", "tests/users/results_locustfile.py", "--headless", "--host", host,
                        "--only-summary", "--prometheus-port", "0", "--server-metrics-url", "off",
                        "--llm-summary-json", str(summary), *args],
-                      name="locust", env={"LLM_TEST_RESULTS": str(results)})  # fmt: skip
+                      name="locust", env={"LLM_TEST_RESULTS": str(results)})
         deadline = time.monotonic() + 60
         while (before := _stats(host)["requests"]) < 4 and time.monotonic() < deadline:  # the run is going
             time.sleep(0.1)
@@ -137,9 +137,9 @@ def test_master_sigkilled_mid_run_worker_exits_by_itself(tmp_path) -> None:
                        "--master-bind-port", str(mport), "--expect-workers", "1", "-u", "3", "-r", "3", "-t", "60s",
                        "--host", host, "--prometheus-port", "0", "--server-metrics-url", "off", "--input-len", "16",
                        "--output-len", "8", "StreamingChatUser"],
-                      name="master", env={"LLM_TEST_RESULTS": str(tmp_path / "m.jsonl")})  # fmt: skip
+                      name="master", env={"LLM_TEST_RESULTS": str(tmp_path / "m.jsonl")})
         worker = Proc([LOCUST, "-f", locustfile, "--worker", "--master-host", "127.0.0.1", "--master-port", str(mport)],
-                      name="worker", env={"LLM_TEST_RESULTS": str(rows)})  # fmt: skip
+                      name="worker", env={"LLM_TEST_RESULTS": str(rows)})
         with master, worker:
             deadline = time.monotonic() + 60
             while not (rows.exists() and rows.stat().st_size) and time.monotonic() < deadline:  # the run is on

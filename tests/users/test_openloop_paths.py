@@ -24,9 +24,9 @@ def _slow_stream(sock, _req):
     sock.sendall(sse_head())
     gevent.sleep(FIRST_TOKEN_S)
     sock.sendall(chunk(b'{"choices":[{"index":0,"delta":{"content":"a"}}],'
-                       b'"usage":{"prompt_tokens":16,"completion_tokens":1}}'))  # fmt: skip
+                       b'"usage":{"prompt_tokens":16,"completion_tokens":1}}'))
     sock.sendall(chunk(b'{"choices":[{"index":0,"delta":{"content":"b"},"finish_reason":"length"}],'
-                       b'"usage":{"prompt_tokens":16,"completion_tokens":2}}', b"[DONE]") + LAST_CHUNK)  # fmt: skip
+                       b'"usage":{"prompt_tokens":16,"completion_tokens":2}}', b"[DONE]") + LAST_CHUNK)
     return True
 
 

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from telemetry.sketch import LogSketch
+from telemetry.measure.sketch import LogSketch
 from telemetry.slo import SloSet
 from tests.telemetry.helpers import options
 from tests.telemetry.synthetic import make_result
@@ -35,14 +35,14 @@ def feed(*events: bytes) -> StreamTally:
 @pytest.mark.parametrize("field", ["reasoning_content", "reasoning"])
 def test_parser_fields_split_at_the_first_content(field):
     t = feed(chunk(0, role="assistant", content=""), chunk(2, **{field: "ab"}), chunk(3, **{field: ""}),
-             chunk(4, **{field: "c"}), chunk(5, content="x"), chunk(7, content="yz"))  # fmt: skip
+             chunk(4, **{field: "c"}), chunk(5, content="x"), chunk(7, content="yz"))
     assert t.chunk_times == [1.0, 2.0, 3.0, 4.0, 5.0] and t.chunk_tokens == [2, 1, 1, 1, 2]
     assert (t.t_reason, t.t_answer, t.reasoning_tokens(None)) == (1.0, 4.0, 4)
 
 
 def test_think_tags_in_content_split_mid_chunk():
     t = feed(chunk(1, content="<think>"), chunk(2, content="hmm"), chunk(5, content="ok</think>\n\nThe"),
-             chunk(6, content=" answer"))  # fmt: skip
+             chunk(6, content=" answer"))
     assert (t.t_reason, t.t_answer) == (0.0, 2.0)
     assert t.split == (3, "\n\nThe")
     # the chunk's 3 tokens: "\n\nThe" counted 5 by the test tokenizer would exceed them: at least one is reasoning
@@ -128,7 +128,7 @@ def test_r1_template_opened_think_in_the_prompt():
     t = StreamTally()
     t.think = Think.INSIDE
     for i, ev in enumerate([chunk(1, content="Okay"), chunk(3, content=", so</think>"), chunk(4, content="\n\n"),
-                            chunk(5, content="Paris")]):  # fmt: skip
+                            chunk(5, content="Paris")]):
         t.add([ev], float(i))
     assert (t.t_reason, t.t_answer, t.reasoning_tokens(WORDS)) == (0.0, 3.0, 4)
     t = StreamTally()

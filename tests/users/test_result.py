@@ -13,7 +13,7 @@ def result(times: list[float], tokens: list[int], t0: float = 10.0, ok: bool = T
         RequestMeta(user_class="U", name="n"), ok=ok, error_kind=None if ok else "stream_cut", error_message=None,
         t0=t0, t_sent=t0, t_end=(times[-1] if times else t0) + 0.001, chunk_times=np.asarray(times, dtype=np.float64),
         chunk_tokens=np.asarray(tokens, dtype=np.int64), output_tokens=int(sum(tokens)),
-    )  # fmt: skip
+    )
 
 
 def test_ttst_is_the_gap_between_the_first_two_token_bearing_chunks():

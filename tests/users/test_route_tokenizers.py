@@ -23,7 +23,7 @@ TOKS = {"v1": "deepseek-v2", "beta": "deepseek-v3"}
 
 def _settings(**kw) -> RunSettings:
     opts = {"seed": 3, "input_len": "uniform:16:64", "output_len": "fixed:8", "tokenizer": "deepseek-v4",
-            "model": "m", "route_table": TABLE, **kw}  # fmt: skip
+            "model": "m", "route_table": TABLE, **kw}
     s = RunSettings.from_options(argparse.Namespace(**opts))
     s.versions = resolve_versions(s.route_table, s.route_tokenizers, "auto", lambda url: None)
     return s
@@ -32,7 +32,7 @@ def _settings(**kw) -> RunSettings:
 @pytest.mark.parametrize("text, says", [
     ("v1", "bad entry"), ("v1=", "bad entry"), ("v1=deepseek-v2,v1=deepseek-v3", "given twice"),
     ("v 1=deepseek-v2", "bad version name"), ("beta=no-such-tokenizer", "unknown tokenizer"),
-])  # fmt: skip
+])
 def test_bad_values_are_one_argparse_error_naming_the_form(text: str, says: str) -> None:
     with pytest.raises(argparse.ArgumentTypeError) as e:
         route_tokenizers_arg(text)

@@ -36,7 +36,7 @@ def test_route_table_accepts_the_documented_version_names(version):
 
 def _answer(name: str, seen: list):
     body = json.dumps({"choices": [{"index": i, "text": "tok tok"} for i in range(3)],
-                       "usage": {"prompt_tokens": 30, "completion_tokens": 6}}).encode()  # fmt: skip
+                       "usage": {"prompt_tokens": 30, "completion_tokens": 6}}).encode()
 
     def answer(sock, req):
         seen.append((name, req))
@@ -51,7 +51,7 @@ def test_batch_prompts_are_fingerprinted_as_the_list_sent():
     with hostile(_answer("v1", seen)) as (a, _), hostile(_answer("beta", seen)) as (b, _):
         table = f"v1={a}@0-49,beta={b}@50-99"
         run = run_user(BatchCompletionUser, a, "--model", MODEL, "--batch-size", "3", "--route-table", table,
-                       requests=16)  # fmt: skip
+                       requests=16)
     seen = seen[:16]  # one user sends one request at a time: the first 16 are the 16 events (a 17th may be out)
     assert {name for name, _ in seen} == {"v1", "beta"}
     by_element = 0
@@ -74,7 +74,7 @@ def test_route_url_base_path_prefixes_the_endpoint():
     with hostile(_answer("v1", seen)) as (a, _), hostile(_answer("beta", seen)) as (b, _):
         table = f"v1={a}/gateway/v1-pool/@0-49,beta={b}/beta@50-99"
         run = run_user(BatchCompletionUser, a, "--model", MODEL, "--batch-size", "3", "--route-table", table,
-                       requests=12)  # fmt: skip
+                       requests=12)
     assert {name for name, _ in seen} == {"v1", "beta"}
     paths = {name: {req.path for n, req in seen if n == name} for name in ("v1", "beta")}
     assert paths == {"v1": {"/gateway/v1-pool/v1/completions"}, "beta": {"/beta/v1/completions"}}

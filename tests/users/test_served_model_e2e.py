@@ -23,7 +23,7 @@ from statistics import median
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from telemetry.requestlog import read_records
+from telemetry.outputs.requestlog import read_records
 from tests.server.sim.helpers import post, running_sim
 from tests.support import PY, Proc, free_port, wait_http
 from tests.users.e2e import SERVER_NICE, run_locust
@@ -57,7 +57,7 @@ def test_auto_tokenizer_follows_the_served_model(tmp_path, model, bundled):
         assert status == 200 and json.loads(raw)["usage"]["prompt_tokens"] == own, raw[:300]
         run = run_locust(f"http://127.0.0.1:{sim.port}", ["-u", "2", "-r", "2", "-t", "4s", "--input-len",
                          "uniform:64:512", "--output-len", "fixed:16", "StreamingChatUser", "StreamingCompletionUser"],
-                         tmp_path)  # fmt: skip
+                         tmp_path)
     assert run.summary is not None, run.output[-3000:]
     s = run.summary
     assert s["run"]["tokenizer"] == {"name": bundled, "hash": tokenizer_hash(bundled), "source": "model",
@@ -117,7 +117,7 @@ def test_reasoning_split_ttfa_and_tokens(tmp_path):
     report, jsonl = tmp_path / "report.html", tmp_path / "requests.jsonl"
     with _sim_above_the_client("--profile", "deepseek-v2-lite-a100", "--time-scale", TIME_SCALE,
                                "--served-model-name", "deepseek-ai/DeepSeek-R1", "--tokenizer", "deepseek-r1",
-                               "--reasoning", f"fixed:{REASONING}", "--reasoning-field", field) as sim:  # fmt: skip
+                               "--reasoning", f"fixed:{REASONING}", "--reasoning-field", field) as sim:
         done, last = threading.Event(), [""]
         scraper = threading.Thread(target=_scrape_until_exit, args=(exp_port, done, last), daemon=True)
         scraper.start()
@@ -125,7 +125,7 @@ def test_reasoning_split_ttfa_and_tokens(tmp_path):
             run = run_locust(f"http://127.0.0.1:{sim.port}", ["-u", "4", "-r", "4", "-t", "8s", "--input-len",
                              "fixed:16", "--output-len", f"fixed:{OUTPUT}", "--prometheus-port", str(exp_port),
                              "--llm-report", str(report), "--llm-requests-jsonl", str(jsonl), "StreamingChatUser"],
-                             tmp_path)  # fmt: skip
+                             tmp_path)
         finally:
             done.set()
             scraper.join(5)

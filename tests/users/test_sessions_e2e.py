@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import pytest
 
-from telemetry.requestlog import read_records
+from telemetry.outputs.requestlog import read_records
 from tests.server.sim.helpers import running_sim
 from tests.users.e2e import run_locust
 
@@ -26,7 +26,7 @@ def _run(port: int, tmp_path, *args: str, groups: set | None = None):
     log = tmp_path / "requests.jsonl"
     run = run_locust(f"http://127.0.0.1:{port}", ["--server-metrics-url", f"http://127.0.0.1:{port}/metrics",
                      "--server-metrics-interval", "0.5", "-r", "50", "--llm-requests-jsonl", str(log), *args,
-                     "StreamingChatUser"], tmp_path)  # fmt: skip
+                     "StreamingChatUser"], tmp_path)
     assert run.summary is not None, run.output[-3000:]
     assert run.summary["requests"]["failed"] == 0, run.summary["requests"]
     assert run.summary["tokens"]["prompt_mismatch_ratio"] == 0.0
@@ -47,7 +47,7 @@ def test_shared_prefix_hits_the_prefix_cache_and_lowers_ttft(tmp_path):
     with running_sim("--time-scale", "0.1", "--served-model-name", MODEL, "--tokenizer", "deepseek-v2") as sim:
         plain = _run(sim.port, tmp_path, *sweep, "--input-len", "fixed:1152", groups={None})
         shared = _run(sim.port, tmp_path, *sweep, "--input-len", "fixed:128", "--shared-prefix-len", "1024",
-                      "--prefix-groups", "2", groups={0, 1})  # fmt: skip
+                      "--prefix-groups", "2", groups={0, 1})
     for s, around in ((plain, 0), (shared, 2)):  # 2: "\n\n", what deepseek-v2's template puts after a system prompt
         assert [st["name"] for st in _measured(s)] == ["users=2", "users=4"]
         assert all(st["prompt_tokens_mean"] == 1152 + around for st in _measured(s)), s["stages"]
@@ -65,7 +65,7 @@ def test_turns_grow_the_prompt_turn_by_turn(tmp_path):
     with running_sim("--served-model-name", MODEL, "--tokenizer", "deepseek-v2") as sim:
         s = _run(sim.port, tmp_path, "--shape", "length-sweep", "-u", "4", "--length-sweep", "fixed:64,fixed:128",
                  "--stage-duration", "3", "--output-len", "fixed:16", "--turns", "fixed:4", "--think-time",
-                 "fixed:0.02", "--shared-prefix-len", "256", "--prefix-groups", "2")  # fmt: skip
+                 "fixed:0.02", "--shared-prefix-len", "256", "--prefix-groups", "2")
     turns = s["turns"]
     assert [t["turn"] for t in turns] == [1, 2, 3, 4], turns
     assert all(t["requests"] >= 4 and t["ttft_ms"]["count"] == t["requests"] for t in turns), turns

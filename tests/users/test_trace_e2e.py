@@ -39,7 +39,7 @@ def write_trace(path, shared: bool) -> list[dict]:
         ids += list(range(fresh + 2, fresh + blocks))
         fresh += blocks
         rows.append({"timestamp": 200 * min(i, LINES - BURST), "input_length": n_in, "output_length": 8,
-                     "hash_ids": ids})  # fmt: skip
+                     "hash_ids": ids})
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     return rows
 
@@ -48,7 +48,7 @@ def _replay(port: int, tmp_path, trace: str, *extra: str):
     run = run_locust(f"http://127.0.0.1:{port}", [
         "--server-metrics-url", f"http://127.0.0.1:{port}/metrics", "--server-metrics-interval", "0.5",
         "--trace", trace, "--trace-speedup", str(SPEEDUP), "--max-concurrency", "2", "--stop-timeout", "10",
-        *extra, "StreamingChatUser"], tmp_path)  # fmt: skip
+        *extra, "StreamingChatUser"], tmp_path)
     assert run.rc == 0 and run.summary is not None, run.output[-3000:]
     return run
 
@@ -104,14 +104,14 @@ def test_workers_share_the_trace(tmp_path):
     common = ["-f", str(ROOT / "locustfile.py")]
     with running_sim("--served-model-name", MODEL, "--tokenizer", "deepseek-v2") as sim:
         workers = [Proc([LOCUST, *common, "--worker", "--master-host", "127.0.0.1", "--master-port", str(port),
-                         "StreamingChatUser"], name=f"worker{i}") for i in range(2)]  # fmt: skip
+                         "StreamingChatUser"], name=f"worker{i}") for i in range(2)]
         try:
             with Proc([LOCUST, *common, "--headless", "--master", "--master-bind-host", "127.0.0.1",
                        "--master-bind-port", str(port), "--expect-workers", "2", "--host",
                        f"http://127.0.0.1:{sim.port}", "--prometheus-port", "0", "--server-metrics-url",
                        f"http://127.0.0.1:{sim.port}/metrics", "--server-metrics-interval", "0.5", "--trace",
                        str(trace), "--trace-speedup", str(SPEEDUP), "--max-concurrency", "4", "--stop-timeout", "10",
-                       "--llm-summary-json", str(out), "StreamingChatUser"], name="master") as master:  # fmt: skip
+                       "--llm-summary-json", str(out), "StreamingChatUser"], name="master") as master:
                 assert master.wait(90) == 0, master.output()[-3000:]
         finally:
             for w in workers:
@@ -130,7 +130,7 @@ def test_a_malformed_line_stops_locust_at_start_naming_file_and_line(tmp_path):
     bad.write_text('{"timestamp": 0, "input_length": 600, "output_length": 8, "hash_ids": [1, 2]}\n\n'
                    '{"timestamp": 10, "input_length": "600", "output_length": 8}\n')
     with Proc([LOCUST, "-f", str(ROOT / "locustfile.py"), "--headless", "--host", "http://127.0.0.1:9",
-               "--trace", str(bad), "StreamingChatUser"], name="locust") as proc:  # fmt: skip
+               "--trace", str(bad), "StreamingChatUser"], name="locust") as proc:
         assert proc.wait(60) == 2
         out = proc.output()
     assert f"{bad}:3: input_length must be an integer >= 1, got '600'" in out, out[-2000:]

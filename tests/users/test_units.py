@@ -35,7 +35,7 @@ def test_option_defaults_and_values() -> None:
     o = parse()
     assert (o.input_len, o.output_len, o.ignore_eos, o.tokenizer) == ("fixed:512", "fixed:256", True, "auto")
     o = parse("--input-len", "300", "--output-len", "zipf:1.2:16:64", "--no-ignore-eos", "--batch-size", "4",
-              "--request-timeout", "2.5", "--seed", "7", "--align-prompts")  # fmt: skip
+              "--request-timeout", "2.5", "--seed", "7", "--align-prompts")
     assert (o.input_len, o.output_len, o.ignore_eos, o.batch_size) == ("fixed:300", "zipf:1.2:16:64", False, 4)
     assert (o.request_timeout, o.seed, o.align_prompts) == (2.5, 7, True)
 
@@ -168,6 +168,6 @@ def test_alignment_is_quiet_without_tokenize_and_when_counts_agree(caplog) -> No
     src = SyntheticPrompts(tok, chat=True)
     assert check(lambda p, b: (404, None), src, np.random.default_rng(0)) is None
     report = check(lambda p, b: (200, {"count": src.count(b["messages"][0]["content"])}), src,
-                   np.random.default_rng(0))  # fmt: skip
+                   np.random.default_rng(0))
     assert report is not None and report.ratio == 0.0
     assert "mismatch" not in caplog.text

@@ -19,12 +19,12 @@ QUIET = ["--prometheus-port", "0", "--input-len", "fixed:16", "--output-len", "f
 @pytest.mark.parametrize("host, says", [
     (None, "cannot connect (Connection refused); is the server up?"),
     ("127.0.0.1:8000", "not an http(s) URL; expected e.g. http://127.0.0.1:8000"),
-])  # fmt: skip
+])
 @pytest.mark.slow
 def test_no_server_at_start_is_one_line_and_exit_2(host, says):
     host = host or f"http://127.0.0.1:{free_port()}"
     with Proc([LOCUST, "-f", "locustfile.py", "--headless", "-u", "2", "-r", "2", "-t", "10s", "--host", host,
-               *QUIET], name="locust") as p:  # fmt: skip
+               *QUIET], name="locust") as p:
         rc = p.wait(60)
         out = p.output()
     assert rc == 2, out[-3000:]
@@ -46,7 +46,7 @@ def test_a_server_that_dies_mid_run_is_counted_with_a_back_off(tmp_path):
     host = f"http://127.0.0.1:{port}"
     summary = tmp_path / "s.json"
     with Proc([PY, "-m", "server.scripted", "--port", str(port), "--ttft-ms", "20", "--itl-ms", "5",
-               "--output-tokens", "8"], name="scripted") as server:  # fmt: skip
+               "--output-tokens", "8"], name="scripted") as server:
         wait_http(f"{host}/health", proc=server)
         with Proc([LOCUST, "-f", "locustfile.py", "--headless", "-u", "4", "-r", "4", "-t", "14s", "--host", host,
                    "--server-metrics-url", "off", "--llm-summary-json", str(summary), *QUIET], name="locust") as run:

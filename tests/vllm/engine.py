@@ -62,7 +62,7 @@ def serve_argv(port: int, kv_bytes: str, extra: tuple[str, ...] = ()) -> list[st
         "--kv-cache-memory-bytes", kv_bytes,
         "--disable-uvicorn-access-log",
         *extra,
-    ]  # fmt: skip
+    ]
 
 
 @dataclass

@@ -44,7 +44,7 @@ def _common(url: str, out: Path, seconds: int, users: int, extra: list[str]) -> 
         "--server-metrics-interval", "1",
         "--only-summary",
         *extra,
-    ]  # fmt: skip
+    ]
 
 
 def _finish(out: Path, procs: list[Proc], rc: int, t0: float, samples: list[str]) -> LocustRun:
@@ -81,11 +81,11 @@ def run_distributed(
     master_argv = _common(url, out, seconds, users, [
         "--master", "--master-bind-host", "127.0.0.1", "--master-bind-port", str(master_port),
         "--expect-workers", "1", "--prometheus-port", str(prom_port), *extra, user_class,
-    ])  # fmt: skip
+    ])
     worker_argv = [
         LOCUST, "-f", str(ROOT / "locustfile.py"), "--worker",
         "--master-host", "127.0.0.1", "--master-port", str(master_port), *extra, user_class,
-    ]  # fmt: skip
+    ]
     samples: list[str] = []
     with Proc(master_argv, name="locust-master") as master, Proc(worker_argv, name="locust-worker") as worker:
         deadline = time.monotonic() + seconds + STOP_TIMEOUT_S + 90

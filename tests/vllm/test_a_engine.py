@@ -31,7 +31,7 @@ def test_metrics_use_v1_names(vllm_server: Server):
     text = vllm_server.metrics_text()
     names = set(re.findall(r"^(vllm:[a-z_]+)", text, flags=re.M))
     for name in ("vllm:kv_cache_usage_perc", "vllm:num_requests_waiting", "vllm:num_requests_running",
-                 "vllm:num_preemptions_total", "vllm:cache_config_info"):  # fmt: skip
+                 "vllm:num_preemptions_total", "vllm:cache_config_info"):
         assert name in names, f"{name} missing from /metrics"
     assert "vllm:gpu_cache_usage_perc" not in names  # the legacy name the scraper must not rely on
 
@@ -84,11 +84,11 @@ def test_the_engine_accepts_the_gray_routing_headers(vllm_server: Server):
     headers = VersionTokenizer(DEFAULT_TOKENIZER, "route-tokenizers", None, "deepseek-v2").headers("beta")
     assert headers["X-Compat-Level"] == "none"  # measured (V2 -> V4 lengthens some texts), not a fixed "backward"
     body = json.dumps({"model": SERVED_NAME, "messages": [{"role": "user", "content": "hello there"}],
-                       "max_tokens": 4, "ignore_eos": True}).encode()  # fmt: skip
+                       "max_tokens": 4, "ignore_eos": True}).encode()
 
     def post(extra: dict[str, str]) -> tuple[int, dict]:
         req = urllib.request.Request(vllm_server.url + "/v1/chat/completions", data=body, method="POST",
-                                     headers={"Content-Type": "application/json", **extra})  # fmt: skip
+                                     headers={"Content-Type": "application/json", **extra})
         with urllib.request.urlopen(req, timeout=60) as r:
             return r.status, json.loads(r.read())
 

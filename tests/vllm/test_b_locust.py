@@ -95,7 +95,7 @@ def check_stream_timing(s: dict, engine: dict[str, CumulativeHistogram]) -> None
     # the engine saw the same requests and tokens (every vLLM request streams one token per step)
     eng = {k: engine[f"vllm:{name}_seconds"] for k, name in (
         ("ttft", "time_to_first_token"), ("itl", "inter_token_latency"), ("tpot", "request_time_per_output_token"),
-        ("span", "request_decode_time"))}  # fmt: skip
+        ("span", "request_decode_time"))}
     assert {k: h.count for k, h in eng.items()} == {"ttft": n, "itl": n * (OUTPUT - 1), "tpot": n, "span": n}
     mean_ms = {k: h.mean() * 1000 for k, h in eng.items()}
     # TTFT: the client's clock starts earlier and stops later than the engine's, by a bounded overhead. Compared
@@ -129,7 +129,7 @@ def test_streaming_user(vllm_server: Server, tmp_path, user_class: str):
     check_stream_timing(s, engine_delta(before, vllm_server))
     check_server(s, in_flight=4)
     print(f"\n{user_class}: {s['requests']['ok']} requests, {s['tokens']['output_per_s']:.0f} output tok/s, "
-          f"TTFT p50 {s['ttft_ms']['p50']:.0f} ms, ITL mean {s['itl_ms']['mean']:.1f} ms")  # fmt: skip
+          f"TTFT p50 {s['ttft_ms']['p50']:.0f} ms, ITL mean {s['itl_ms']['mean']:.1f} ms")
 
 
 def test_batch_completion_user(vllm_server: Server, tmp_path):

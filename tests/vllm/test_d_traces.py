@@ -21,7 +21,7 @@ def test_every_completed_request_joins_its_vllm_span(engine_pool, vllm_server, t
     with engine_pool.otlp_receiver_port() as rx:
         run = run_local(vllm_server.url, tmp_path, "StreamingChatUser", users=4, seconds=10,
                         extra=["--input-len", "fixed:64", "--output-len", "fixed:32", "--otlp-receiver", str(rx),
-                               "--otlp-grace", "20"])  # fmt: skip
+                               "--otlp-grace", "20"])
     s = run.summary
     t = s["traces"]
     ok = s["requests"]["ok"]

@@ -26,7 +26,7 @@ def _sharegpt(path) -> None:
         conv = []
         for t in range(4):
             conv += [{"from": "human", "value": f"conversation {i} question {t}: {SENTENCE}"},
-                     {"from": "gpt", "value": f"answer {t} of {i}: {SENTENCE} {SENTENCE}"}]  # fmt: skip
+                     {"from": "gpt", "value": f"answer {t} of {i}: {SENTENCE} {SENTENCE}"}]
         rows.append({"conversations": conv})
     path.write_text(json.dumps(rows), encoding="utf-8")
 
@@ -37,13 +37,13 @@ def test_replayed_conversations_hit_the_engines_prefix_cache(vllm_server: Server
     (tmp_path / "replay").mkdir()
     (tmp_path / "synthetic").mkdir()
     replay = run_local(vllm_server.url, tmp_path / "replay", "StreamingChatUser", 2, SECONDS,
-                       ["--dataset", str(data), "--think-time", "fixed:0.05"]).summary  # fmt: skip
+                       ["--dataset", str(data), "--think-time", "fixed:0.05"]).summary
     assert replay["requests"]["failed"] == 0 and replay["requests"]["ok"] >= 8, replay["requests"]
     assert abs(replay["tokens"]["prompt_mismatch_ratio"]) < 0.01, replay["tokens"]
     assert [t["turn"] for t in replay["turns"]] == [1, 2, 3, 4]
     mean = round(replay["tokens"]["prompt"] / replay["requests"]["ok"])
     synthetic = run_local(vllm_server.url, tmp_path / "synthetic", "StreamingChatUser", 2, SECONDS,
-                          ["--input-len", f"fixed:{mean}", "--output-len", "fixed:40"]).summary  # fmt: skip
+                          ["--input-len", f"fixed:{mean}", "--output-len", "fixed:40"]).summary
     hit = [st["prefix_cache_hit_rate"] for st in replay["stages"]]
     miss = [st["prefix_cache_hit_rate"] for st in synthetic["stages"]]
     assert all(h is not None and h > 0.5 for h in hit), hit

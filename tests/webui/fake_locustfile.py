@@ -31,9 +31,9 @@ class GrowingHub:
     def live(self) -> dict:
         n = next(self._ticks)
         main = {"stage": "main", "requests": n, "ttft_p50_ms": 100.0 + n, "ttft_p99_ms": 400.0 + n,
-                "itl_p50_ms": None, "itl_p99_ms": None, "output_tok_s": 10.0 * n}  # fmt: skip
+                "itl_p50_ms": None, "itl_p99_ms": None, "output_tok_s": 10.0 * n}
         return {"elapsed_s": float(n), "workers": 1, "stages": [main], "server_kv_usage": min(1.0, n / 100),
-                "client_kv_block_fill": None}  # fmt: skip
+                "client_kv_block_fill": None}
 
 
 @events.init.add_listener

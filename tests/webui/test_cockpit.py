@@ -13,8 +13,8 @@ import pytest
 
 from shapes.plugin import install as install_shapes
 from shapes.sweep import ConcurrencySweepShape
+from telemetry.outputs.sinks import stages_rows, stats_rows
 from telemetry.plugin import install as install_telemetry
-from telemetry.sinks import stages_rows, stats_rows
 from tests.shapes.fakes import sweep_shape
 from tests.telemetry.helpers import _Nobody, fire, options
 from tests.telemetry.synthetic import make_result
@@ -125,7 +125,7 @@ def test_sweep_progress_says_the_phase_and_the_time_left():
     shape.tick()
     p = shape.progress()
     assert (p["step"], p["steps"], p["stage"], p["users"], p["phase"], p["left_s"]) == (1, 2, "users=1", 1, "settle",
-                                                                                        None)  # fmt: skip
+                                                                                        None)
     runner.user_count = 1
     shape.tick()
     clock.t += 2
@@ -155,7 +155,7 @@ def test_a_web_run_shows_its_slo_verdict_in_the_stage_view_and_the_log(monkeypat
         with caplog.at_level("INFO"):
             role.on_test_stop()
         assert any(r.levelname == "ERROR" and r.getMessage().startswith("SLO FAILED: ttft_p99_ms 1")
-                   and "itl_p95_ms" in r.getMessage() for r in caplog.records)  # fmt: skip
+                   and "itl_p95_ms" in r.getMessage() for r in caplog.records)
         html = environment.web_ui.app.test_client().get("/llm/charts/data").get_json()["status_html"]
         card = re.search(r'data-key="SLO">.*?class="v">([^<]*)</div><div class="s">([^<]*)<', html)
         assert card is not None and card.group(1) == "FAILED" and "ttft_p99_ms" in card.group(2)
@@ -214,7 +214,7 @@ def test_a_finished_sweep_shows_its_stages_and_the_batching_verdict():
     summary = {"stages": [{"name": "warmup users=1", "warmup": True}, {"name": "users=1"}, {"name": "users=2"}],
                "attribution": {"batching_failure": {"verdict": False, "baseline": {"batch_size_median": 1.0}}}}
     live = {"stages": [{"stage": "users=2", "requests": 40}],
-            "detectors": {"batching": {"judged": False}, "slo": []}}  # fmt: skip
+            "detectors": {"batching": {"judged": False}, "slo": []}}
     html = stage_html(stage_view(None, live, summary, 0, "stopped", sweep=True))
     assert "sweep stopped" in html and "2 stage(s) measured: users=1, users=2" in html and "no sweep shape" not in html
     assert ">batching ok<" in html and "last live check: batching pending" in html

@@ -24,17 +24,17 @@ def _get(url: str) -> tuple[int, str, bytes]:
 def test_charts_and_downloads_on_the_master(tmp_path):
     sim_port, web_port, mport = free_port(), free_port(), free_port()
     env = {"PYTHONPATH": str(ROOT), "LOCUST_PROMETHEUS_PORT": "0", "LOCUST_INPUT_LEN": "fixed:128",
-           "LOCUST_OUTPUT_LEN": "fixed:32", "LOCUST_ATTRIBUTION_WINDOW": "1"}  # fmt: skip
+           "LOCUST_OUTPUT_LEN": "fixed:32", "LOCUST_ATTRIBUTION_WINDOW": "1"}
     sim_argv = [PY, "-m", "server.sim", "--host", "127.0.0.1", "--port", str(sim_port), "--profile", "cpu-tiny",
-                "--time-scale", "5"]  # fmt: skip
+                "--time-scale", "5"]
     host = f"http://127.0.0.1:{sim_port}"
     with Proc(sim_argv, name="sim") as sim:
         wait_http(f"{host}/health", timeout=60, proc=sim)
         master = Proc([LOCUST, "-f", "locustfile.py", "--master", "--master-bind-host", "127.0.0.1",
                        "--master-bind-port", str(mport), "--web-host", "127.0.0.1", "--web-port", str(web_port),
-                       "--host", host, "StreamingCompletionUser"], name="master", env=env)  # fmt: skip
+                       "--host", host, "StreamingCompletionUser"], name="master", env=env)
         worker = Proc([LOCUST, "-f", "locustfile.py", "--worker", "--master-host", "127.0.0.1", "--master-port",
-                       str(mport), "StreamingCompletionUser"], name="worker", env=env)  # fmt: skip
+                       str(mport), "StreamingCompletionUser"], name="worker", env=env)
         web = f"http://127.0.0.1:{web_port}"
         with master, worker:
             wait_http(web + "/", timeout=60, proc=master)
@@ -45,12 +45,12 @@ def test_charts_and_downloads_on_the_master(tmp_path):
             try:
                 d = wait_for(lambda: (d := json.loads(_get(web + "/llm/charts/data")[2]))
                              and {"latency", "throughput"} <= {f["id"] for f in d["figures"]} and d, 60,
-                             "the live charts on the master")  # fmt: skip
+                             "the live charts on the master")
             except AssertionError as e:
                 raise AssertionError(f"{e}\n--- master ---\n{master.output()[-3000:]}") from None
             assert d["status"]["users"] == 2 and d["status"]["requests"] > 0, d["status"]
             for route, ctype in (("/llm/summary.json", "application/json"), ("/llm/stats.csv", "text/csv"),
-                                 ("/llm/stages.csv", "text/csv"), ("/llm/report", "text/html")):  # fmt: skip
+                                 ("/llm/stages.csv", "text/csv"), ("/llm/report", "text/html")):
                 status, got, body = _get(web + route)
                 assert (status, got) == (200, ctype), route
             summary = json.loads(_get(web + "/llm/summary.json")[2])

@@ -70,13 +70,13 @@ def test_grouped_form_then_a_run_with_an_slo_shows_charts_early_and_its_verdict(
 
     sim_port, port = free_port(), free_port()
     sim_argv = [PY, "-m", "server.sim", "--host", "127.0.0.1", "--port", str(sim_port), "--profile",
-                "deepseek-v2-lite-a100"]  # fmt: skip
+                "deepseek-v2-lite-a100"]
     env = {"PYTHONPATH": str(ROOT), "LOCUST_PROMETHEUS_PORT": "0", "LOCUST_INPUT_LEN": "fixed:128",
-           "LOCUST_OUTPUT_LEN": "fixed:32"}  # fmt: skip
+           "LOCUST_OUTPUT_LEN": "fixed:32"}
     with Proc(sim_argv, name="sim") as sim:
         wait_http(f"http://127.0.0.1:{sim_port}/health", timeout=60, proc=sim)
         argv = [LOCUST, "-f", "locustfile.py", "--web-host", "127.0.0.1", "--web-port", str(port), "--host",
-                f"http://127.0.0.1:{sim_port}", "StreamingChatUser"]  # fmt: skip
+                f"http://127.0.0.1:{sim_port}", "StreamingChatUser"]
         with Proc(argv, name="locust-web", env=env) as proc, chromium(tmp_path) as driver:
             web = f"http://127.0.0.1:{port}"
             wait_http(web + "/", timeout=60, proc=proc)
@@ -112,11 +112,11 @@ def test_grouped_form_then_a_run_with_an_slo_shows_charts_early_and_its_verdict(
             start_from_ui(driver, 4, 4)
             started = time.monotonic()
             wait_for(lambda: "RUNNING" in driver.find_element(By.TAG_NAME, "header").text.upper(), 20,
-                     "the page to say RUNNING")  # fmt: skip
+                     "the page to say RUNNING")
             open_llm_tab(driver)
             try:
                 first = wait_for(lambda: (d := _frame(driver)) and {"latency", "throughput"} <= set(d["charts"]) and d,
-                                 30, "the over-time charts in the LLM tab")  # fmt: skip
+                                 30, "the over-time charts in the LLM tab")
             except AssertionError as e:
                 driver.save_screenshot(str(SHOTS / "form-run-failed.png"))
                 page = driver.execute_script("return [location.href, Array.from(document.scripts).map(s => s.src), "
@@ -134,7 +134,7 @@ def test_grouped_form_then_a_run_with_an_slo_shows_charts_early_and_its_verdict(
             urllib.request.urlopen(urllib.request.Request(f"{web}/stop", method="POST"), timeout=10).read()
             wait_for(lambda: (d := _frame(driver)) and "stopped" in d["status"], 20, "the run to end")
             done = wait_for(lambda: (d := _frame(driver)) and d["slo"] and "so far" not in d["slo"] and d, 10,
-                            "the final SLO verdict")  # fmt: skip
+                            "the final SLO verdict")
             assert done["slo"].splitlines()[1] == "passed", done["slo"]
             assert "ttft_p99_ms" in done["slo"] and "<= 5000: ok" in done["slo"], done["slo"]
             driver.set_window_size(1600, 1800)

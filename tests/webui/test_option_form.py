@@ -48,7 +48,7 @@ def web():
     server = Proc([PY, "-m", "tests.users.hostile_server", "--port", str(srv_port), "--modes", "ok"], name="hostile")
     ui = Proc([LOCUST, "-f", "locustfile.py", "--web-host", "127.0.0.1", "--web-port", str(port), "--host", host,
                "--prometheus-port", "0", "--server-metrics-url", "off", "--input-len", "fixed:16",
-               "--output-len", "fixed:8", "StreamingChatUser"], name="webui")  # fmt: skip
+               "--output-len", "fixed:8", "StreamingChatUser"], name="webui")
     with server, ui:
         wait_http(f"{host}/health", proc=server)
         wait_http(f"http://127.0.0.1:{port}/", proc=ui)
@@ -58,7 +58,7 @@ def web():
 def _post(base: str, path: str, form: dict) -> tuple[int, dict]:
     data = urllib.parse.urlencode({"user_count": "2", "spawn_rate": "2", **form}).encode()
     req = urllib.request.Request(base + path, data=data, method="POST",
-                                 headers={"content-type": "application/x-www-form-urlencoded"})  # fmt: skip
+                                 headers={"content-type": "application/x-www-form-urlencoded"})
     with urllib.request.urlopen(req, timeout=10) as r:
         return r.status, json.loads(r.read())
 

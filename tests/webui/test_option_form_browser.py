@@ -26,7 +26,7 @@ def test_bad_input_len_in_the_browser_is_refused_with_the_accepted_forms(tmp_pat
     web = f"http://127.0.0.1:{port}"
     proc = Proc([LOCUST, "-f", "locustfile.py", "--web-host", "127.0.0.1", "--web-port", str(port), "--host",
                  "http://127.0.0.1:9", "--prometheus-port", "0", "--server-metrics-url", "off", "--api-key", KEY],
-                name="locust-web")  # fmt: skip
+                name="locust-web")
     with proc, chromium(tmp_path) as driver:
         wait_http(web + "/", timeout=60, proc=proc)
         driver.get(web + "/")
@@ -50,7 +50,7 @@ def test_bad_input_len_in_the_browser_is_refused_with_the_accepted_forms(tmp_pat
         start = [b for b in submits if b.text.strip().upper() == "START"]
         start[0].click()
         shown = wait_for(lambda: "--input-len:" in driver.find_element(By.TAG_NAME, "body").text and
-                         driver.find_element(By.TAG_NAME, "body").text, 20, "the refusal under the form")  # fmt: skip
+                         driver.find_element(By.TAG_NAME, "body").text, 20, "the refusal under the form")
         assert "unknown length SPEC 'foo:1'; expected one of fixed:N, uniform:LO:HI" in shown, shown[-2000:]
         with urllib.request.urlopen(web + "/stats/requests", timeout=10) as r:
             state = json.loads(r.read())

@@ -160,13 +160,13 @@ def _options():
 
     opts = parse_options(args=["--headless"])  # Locust's own defaults
     for name, value in (("slo_ttft_p99_ms", None), ("slo_itl_p95_ms", None), ("llm_report", None),
-                        ("input_len", "fixed:512")):  # fmt: skip
+                        ("input_len", "fixed:512")):
         setattr(opts, name, value)  # as the project's options register them
     return opts
 
 
 FORM = {"user_count": "1", "spawn_rate": "1", "slo_ttft_p99_ms": "", "slo_itl_p95_ms": "120", "llm_report": "",
-        "input_len": "fixed:64"}  # fmt: skip
+        "input_len": "fixed:64"}
 
 
 @pytest.mark.parametrize("with_plugin", [True, False])

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from shapes.plugin import install as install_shapes
+from telemetry.outputs.report.plugin import install as install_report
 from telemetry.plugin import install as install_telemetry
-from telemetry.report.plugin import install as install_report
 from tests.telemetry.helpers import _Nobody, fire, options
 from tests.telemetry.synthetic import make_result
 from webui.plugin import install
@@ -64,7 +64,7 @@ def test_metrics_and_report_read_the_live_run(env):
     metrics = client.get("/llm/metrics")
     assert metrics.status_code == 200 and metrics.mimetype == "text/plain"
     assert 'llm_time_to_first_token_seconds_count{stage="main",user_class="SynthUser"} 3.0' in metrics.get_data(
-        as_text=True)  # fmt: skip
+        as_text=True)
     report = client.get("/llm/report")
     assert report.status_code == 200 and report.mimetype == "text/html"
     assert "TTFT distribution" in report.get_data(as_text=True)

@@ -45,7 +45,7 @@ def test_the_key_reaches_the_server_and_no_output_of_the_run(tmp_path):
     outputs = [a for args in _outputs(out_dir).values() for a in args]
     server = Proc([PY, "-m", "tests.users.hostile_server", "--port", str(srv_port), "--modes", "ok"], name="hostile")
     ui = Proc([LOCUST, "-f", "locustfile.py", "--web-host", "127.0.0.1", "--web-port", str(port), "--host", host,
-               "--api-key", KEY, *LOAD, *outputs, "StreamingChatUser"], name="webui")  # fmt: skip
+               "--api-key", KEY, *LOAD, *outputs, "StreamingChatUser"], name="webui")
     seen: dict[str, str] = {}
     with server, ui:
         wait_http(f"{host}/health", proc=server)
@@ -90,14 +90,14 @@ def test_the_key_from_locust_api_key_or_api_key_file_reaches_the_server_and_no_o
     srv_port = free_port()
     host = f"http://127.0.0.1:{srv_port}"
     run = ["-f", "locustfile.py", "--headless", "-u", "1", "-r", "1", "-t", "3s", "--host", host, *LOAD,
-           "StreamingChatUser"]  # fmt: skip
+           "StreamingChatUser"]
     server = [PY, "-m", "tests.users.hostile_server", "--port", str(srv_port), "--modes", "ok"]
     with Proc(server, name="hostile") as srv:
         wait_http(f"{host}/health", proc=srv)
         env = Proc([LOCUST, *run, "--llm-summary-json", str(tmp_path / "env.json")], name="env",
-                   env={"LOCUST_API_KEY": key_env})  # fmt: skip
+                   env={"LOCUST_API_KEY": key_env})
         file = Proc([LOCUST, *run, "--api-key-file", str(tmp_path / "key.txt"), "--llm-summary-json",
-                     str(tmp_path / "file.json")], name="file")  # fmt: skip
+                     str(tmp_path / "file.json")], name="file")
         with env, file:
             assert env.wait(60) == 0 and file.wait(60) == 0, (env.output()[-2000:], file.output()[-2000:])
         auth = json.loads(_text(f"{host}/stats"))["auth"]

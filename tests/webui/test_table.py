@@ -1,4 +1,4 @@
-"""webui.table: rows of the LLM tab from the live figures (telemetry/live.py's shape, via hub.live())."""
+"""webui.table: rows of the LLM tab from the live figures (telemetry/outputs/live.py's shape, via hub.live())."""
 
 from __future__ import annotations
 

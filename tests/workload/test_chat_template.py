@@ -74,7 +74,7 @@ def test_template_context_specials_exception_date_and_block_trimming(tmp_path):
         "{% endfor %}{{ eos_token }}{% if add_generation_prompt %}>{{ strftime_now('%Y')|length }}{% endif %}"
     )
     render = chat_renderer(_folder(tmp_path, template, bos_token={"content": "<s>", "lstrip": False},
-                                   eos_token="</s>"))  # fmt: skip
+                                   eos_token="</s>"))
     assert render([{"role": "user", "content": " a "}]) == "<s>[a]</s>>4"
     assert render([{"role": "user", "content": "a"}], False) == "<s>[a]</s>"
     with pytest.raises(ChatTemplateError, match="too many"):

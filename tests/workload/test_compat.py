@@ -46,6 +46,6 @@ def test_diff_reports_the_same_rule(tmp_path, capsys) -> None:
     _rc, d = run_json(capsys, "diff", str(log))
     assert d["compat_level"] == "forward"  # boundaries differ, b is not longer
     log.write_text("\n".join(json.dumps({**r, "tokens": ["a", "b", "c"], "offsets": [[0, 1], [1, 2], [2, 3]]})
-                             if r["tokenizer"] == "b" else json.dumps(r) for r in recs) + "\n")  # fmt: skip
+                             if r["tokenizer"] == "b" else json.dumps(r) for r in recs) + "\n")
     _rc, d = run_json(capsys, "diff", str(log))
     assert d["compat_level"] == "none"  # b needs more tokens for "abc"

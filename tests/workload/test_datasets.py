@@ -23,7 +23,7 @@ SHAREGPT = [
                                   {"from": "gpt", "value": "4"}]},
     {"id": "b", "conversations": [{"from": "gpt", "value": "no user here"}]},
     {"id": "c", "conversations": [{"from": "human", "value": "你好"}, {"from": "gpt", "value": "你好！"}]},
-]  # fmt: skip
+]
 
 
 def test_sharegpt_jsonl_and_array_read_the_same_turns(tmp_path):
@@ -40,13 +40,13 @@ def test_sharegpt_jsonl_and_array_read_the_same_turns(tmp_path):
     assert jl.skipped == {"no_user_turn": 1}
     rec = jl.record()
     assert rec == {"path": str(tmp_path / "s.jsonl"), "format": "sharegpt", "records": 2,
-                   "sha256": hashlib.sha256((tmp_path / "s.jsonl").read_bytes()).hexdigest()}  # fmt: skip
+                   "sha256": hashlib.sha256((tmp_path / "s.jsonl").read_bytes()).hexdigest()}
 
 
 def test_openai_custom_and_aiperf_formats_are_detected(tmp_path):
     openai = load_dataset(_jsonl(tmp_path / "o.jsonl", [{"messages": [
         {"role": "system", "content": "S"}, {"role": "user", "content": "q1"}, {"role": "assistant", "content": "a1"},
-        {"role": "user", "content": "q2"}]}]))  # fmt: skip
+        {"role": "user", "content": "q2"}]}]))
     assert openai.format == "openai"
     assert openai.dialogs[0].system == "S"
     assert openai.dialogs[0].turns == (DialogTurn("q1", "a1"), DialogTurn("q2", None))
@@ -55,7 +55,7 @@ def test_openai_custom_and_aiperf_formats_are_detected(tmp_path):
     assert [d.turns for d in custom.dialogs] == [(DialogTurn("p", output_tokens=12),), (DialogTurn("q"),)]
     multi = load_dataset(_jsonl(tmp_path / "m.jsonl", [
         {"session_id": "s1", "turns": [{"text": "t1"}, {"text": "t2", "delay": 1500}]},
-        {"session_id": "s2", "turns": [{"texts": ["x", "y"], "max_tokens": 7}]}]))  # fmt: skip
+        {"session_id": "s2", "turns": [{"texts": ["x", "y"], "max_tokens": 7}]}]))
     assert multi.format == "aiperf"
     assert multi.dialogs[0].turns == (DialogTurn("t1"), DialogTurn("t2", delay_s=1.5))
     assert multi.dialogs[1].turns == (DialogTurn("x\ny", output_tokens=7),)
@@ -76,7 +76,7 @@ def test_openai_custom_and_aiperf_formats_are_detected(tmp_path):
         (['{"what": 1}'], "auto", 1, "cannot tell the dataset format"),
         (['{"prompt": "x"}'], "sharegpt", 1, "conversations"),
     ],
-)  # fmt: skip
+)
 def test_a_bad_record_names_file_and_line(tmp_path, lines, fmt, where, why):
     p = tmp_path / "bad.jsonl"
     p.write_text("\n".join(lines) + "\n", encoding="utf-8")
@@ -93,7 +93,7 @@ def test_a_bad_record_stops_locust_at_start_with_one_line(tmp_path):
     p = tmp_path / "bad.jsonl"
     p.write_text('{"prompt": "ok"}\n{"prompt": null}\n', encoding="utf-8")
     r = subprocess.run([LOCUST, "-f", "locustfile.py", "--headless", "--host", "http://127.0.0.1:9", "-t", "1s",
-                        "--dataset", str(p)], cwd=ROOT, capture_output=True, text=True, timeout=60)  # fmt: skip
+                        "--dataset", str(p)], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert r.returncode == 2, r.stderr[-2000:]
     lines = [line for line in r.stderr.splitlines() if f"{p}:2:" in line]
     assert len(lines) == 1 and "prompt must be a string" in lines[0], r.stderr[-2000:]
@@ -124,7 +124,7 @@ def test_sample_is_seeded_the_same_everywhere_and_workers_get_disjoint_shares(tm
 def test_length_filters_count_skips_by_reason():
     ds = Dataset("d", "custom", "0" * 64, _dialogs(10), {"no_user_turn": 2})
     sel = select(ds, seed=0, measure=lambda d: (len(d.turns[0].text), len(d.turns[0].answer) * 10),
-                 input_range=parse_length_range("3:"), output_range=parse_length_range(":80"))  # fmt: skip
+                 input_range=parse_length_range("3:"), output_range=parse_length_range(":80"))
     assert [d.line for d in sel.dialogs] == [3, 4, 5, 6, 7, 8]
     assert sel.selected == 6
     assert sel.skipped == {"no_user_turn": 2, "input_len": 2, "output_len": 2}

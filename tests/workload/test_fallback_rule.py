@@ -1,5 +1,5 @@
 """--route-fallback's grammar (workload/routing/fallback.py) and its argparse type (users/routing.py), which takes
-the metrics telemetry judges per window (telemetry/routing.py)."""
+the metrics telemetry judges per window (telemetry/control/routing.py)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import argparse
 
 import pytest
 
-from telemetry.routing import FALLBACK_METRICS
+from telemetry.control.routing import FALLBACK_METRICS
 from users.routing import route_fallback_type
 from workload.routing.fallback import FALLBACK_FORM, FallbackRule
 
@@ -48,7 +48,7 @@ def test_conditions_judge_windows_and_say_when_they_cannot() -> None:
     ("beta->v1 when error_rate>150%", "at most 100%"),
     ("beta->v1 when itl_p99>+20%", "not judged per window"),
     ("beta->v1 when ttft_p99>+20% for 0 windows", "windows must be >= 1"),
-])  # fmt: skip
+])
 def test_bad_rules_are_one_argparse_error_naming_the_accepted_form(text: str, says: str) -> None:
     with pytest.raises(argparse.ArgumentTypeError) as e:
         route_fallback_arg(text)
@@ -69,7 +69,7 @@ def test_bad_rule_stops_locust_at_start_with_the_form() -> None:
     from tests.support import LOCUST, ROOT
 
     p = subprocess.run([LOCUST, "-f", "locustfile.py", "--headless", "--route-fallback", "beta to v1"], cwd=ROOT,
-                       capture_output=True, text=True, timeout=60)  # fmt: skip
+                       capture_output=True, text=True, timeout=60)
     assert p.returncode == 2 and "Traceback" not in p.stderr
     assert "argument --route-fallback: --route-fallback: bad fallback rule 'beta to v1'" in p.stderr
     assert "FROM->TO when" in p.stderr
@@ -90,6 +90,6 @@ def test_a_version_the_route_table_lacks_stops_locust_at_start() -> None:
     }
     for option, (value, says) in cases.items():
         p = subprocess.run([LOCUST, "-f", "locustfile.py", "--headless", "-t", "2s", "--host", "http://127.0.0.1:9",
-                            *table, option, value], cwd=ROOT, capture_output=True, text=True, timeout=60)  # fmt: skip
+                            *table, option, value], cwd=ROOT, capture_output=True, text=True, timeout=60)
         assert p.returncode == 2 and "Traceback" not in p.stderr, (option, p.stderr[-2000:])
         assert says in p.stderr.strip().splitlines()[-1] and "Ramping" not in p.stderr, (option, p.stderr[-2000:])

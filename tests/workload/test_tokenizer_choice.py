@@ -73,7 +73,7 @@ def test_unknown_model_falls_back_with_a_warning(model):
 def test_an_explicit_tokenizer_and_a_model_folder(tmp_path):
     assert choose_tokenizer("deepseek-v3", "deepseek-ai/DeepSeek-V2-Lite").record() == {
         "name": "deepseek-v3", "hash": tokenizer_hash("deepseek-v3"), "source": "option",
-        "model": "deepseek-ai/DeepSeek-V2-Lite"}  # fmt: skip
+        "model": "deepseek-ai/DeepSeek-V2-Lite"}
     (tmp_path / "tokenizer.json").write_bytes(tokenizer_json_bytes("deepseek-v2"))
     chosen = choose_tokenizer(AUTO, str(tmp_path))  # vLLM serving a local folder names the model by its path
     assert (chosen.name, chosen.source, chosen.hash) == (str(tmp_path), "model", tokenizer_hash("deepseek-v2"))
@@ -96,5 +96,5 @@ def test_every_name_that_works_is_listed_once_in_the_error_and_the_cli_help():
     for name in works:  # each listed name loads
         assert load_tokenizer(name).get_vocab_size() > 1000, name
     helptext = subprocess.run([PY, "-m", "tokenizer_checks", "--help"], cwd=ROOT, capture_output=True, text=True,
-                              timeout=60).stdout  # fmt: skip
+                              timeout=60).stdout
     assert ", ".join(works) in " ".join(helptext.split()), helptext

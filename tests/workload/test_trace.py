@@ -24,7 +24,7 @@ def test_lines_are_read_in_time_order_on_the_traces_clock(tmp_path):
         "",
         {"timestamp": 500, "input_length": 30, "output_length": 5},
         {"timestamp": 1500.5, "input_length": 512, "output_length": 1, "hash_ids": [7]},
-    ]))  # fmt: skip
+    ]))
     assert [(r.line, r.at_s, r.input_length, r.output_length, r.hash_ids) for r in trace.records] == [
         (3, 0.0, 30, 5, ()), (1, 1.0, 700, 9, (0, 1)), (4, 1.0005, 512, 1, (7,))]
     assert trace.span_s == pytest.approx(1.0005)
@@ -40,7 +40,7 @@ def test_lines_are_read_in_time_order_on_the_traces_clock(tmp_path):
     ('{"timestamp": 0, "input_length": 10, "output_length": true}', "output_length must be an integer >= 1"),
     ('{"timestamp": 0, "input_length": 10, "output_length": 1, "hash_ids": ["a"]}', "list of integers"),
     ('{"timestamp": 0, "input_length": 513, "output_length": 1, "hash_ids": [1, 2, 3]}', "at most 2 blocks"),
-])  # fmt: skip
+])
 def test_a_bad_line_is_named_by_file_and_line(tmp_path, line, says):
     path = _write(tmp_path / "bad.jsonl", ['{"timestamp": 0, "input_length": 10, "output_length": 1}', line])
     with pytest.raises(ValueError) as e:

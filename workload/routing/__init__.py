@@ -9,5 +9,5 @@
 
 The users' part (the routing options, each version's tokenizer, applying a fallback) is :mod:`users.routing`;
 the master's (judging a fallback rule, the summary's ``versions`` and ``route_fallback``) is
-:mod:`telemetry.routing`.
+:mod:`telemetry.control.routing`.
 """

@@ -69,7 +69,7 @@ def pair_of(old_ids: Sequence[int], old_offsets: Sequence[Sequence[int]], new_id
             new_offsets: Sequence[Sequence[int]]) -> TextPair:
     """A text's pair from both encodings (ids and character offsets)."""
     return TextPair(list(old_ids) == list(new_ids), _ends(old_offsets) == _ends(new_offsets), len(old_ids),
-                    len(new_ids))  # fmt: skip
+                    len(new_ids))
 
 
 def measure(old: Tokenizer, new: Tokenizer, texts: Sequence[str] | None = None) -> dict:

@@ -1,5 +1,5 @@
 """``--route-fallback``: the grammar of a gray release's fallback rule (the master evaluates it:
-:mod:`telemetry.routing`).
+:mod:`telemetry.control.routing`).
 
     FROM->TO when COND [or COND ...] [for N windows] [of SECONDS s]
 
@@ -22,7 +22,7 @@ import re
 from dataclasses import dataclass
 
 FALLBACK_FORM = ("'FROM->TO when METRIC>+P% [or METRIC>X ...] [for N windows] [of S s]' with METRIC error_rate or "
-                 "<metric>_p<q> (e.g. 'beta->v1 when ttft_p99>+20% or error_rate>1% for 2 windows')")  # fmt: skip
+                 "<metric>_p<q> (e.g. 'beta->v1 when ttft_p99>+20% or error_rate>1% for 2 windows')")
 ERROR_RATE = "error_rate"
 
 _VERSION = r"[A-Za-z0-9][A-Za-z0-9._-]*"
@@ -113,7 +113,7 @@ def _condition(text: str, metrics: frozenset[str] | None) -> Condition:
         raise ValueError(f"bad metric {metric!r} (error_rate or <metric>_p<q>); expected {FALLBACK_FORM}")
     if metrics is not None and q["key"] not in metrics:
         raise ValueError(f"metric {q['key']!r} is not judged per window (one of {', '.join(sorted(metrics))}); "
-                         f"expected {FALLBACK_FORM}")  # fmt: skip
+                         f"expected {FALLBACK_FORM}")
     if rel:
         if unit != "%":
             raise ValueError(f"bad condition {clean!r}: a relative test is +P%; expected {FALLBACK_FORM}")

@@ -21,7 +21,7 @@ pytestmark = pytest.mark.slow  # every test here starts a real process
 def server():
     port = free_port()
     argv = [PY, "-m", "server.scripted", "--port", str(port), "--ttft-ms", "100", "--itl-ms", "10",
-            "--tokens-per-chunk", "2", "--fault", "500,cut,nodone", "--fault-every", "5", "--stall-s", "1"]  # fmt: skip
+            "--tokens-per-chunk", "2", "--fault", "500,cut,nodone", "--fault-every", "5", "--stall-s", "1"]
     with Proc(argv, name="scripted") as proc:
         host = f"http://127.0.0.1:{port}"
         wait_http(f"{host}/health", proc=proc)
@@ -55,7 +55,7 @@ def stream(port: int, path: str, body: dict) -> tuple[list[tuple[float, bytes]],
 
 def chat(max_tokens: int) -> dict:
     return {"messages": [{"role": "user", "content": " hello world"}], "max_tokens": max_tokens, "stream": True,
-            "stream_options": {"include_usage": True, "continuous_usage_stats": True}}  # fmt: skip
+            "stream_options": {"include_usage": True, "continuous_usage_stats": True}}
 
 
 def test_models_stats_tokenize_and_404(server) -> None:
@@ -151,7 +151,7 @@ def test_burst_mode_writes_whole_streams_with_their_own_ids_and_counts_them() ->
     its own id and a complete stream (role chunk, one chunk per token with running usage, usage, [DONE])."""
     port = free_port()
     argv = [PY, "-m", "server.scripted", "--port", str(port), "--ttft-ms", "0", "--itl-ms", "0", "--tokenizer", "none",
-            "--selector", "epoll"]  # fmt: skip
+            "--selector", "epoll"]
     with Proc(argv, name="scripted-burst") as proc:
         wait_http(f"http://127.0.0.1:{port}/health", proc=proc)
         streams = [stream(port, "/v1/chat/completions", chat(7))[0] for _ in range(3)]

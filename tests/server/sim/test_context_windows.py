@@ -59,7 +59,7 @@ def test_v3_serves_nearly_128k_tokens_and_refuses_more():
         assert status == 200 and json.loads(raw)["data"][0]["max_model_len"] == 131072
         fits = src.build(rng, 131072 - 8)
         status, _h, raw = post(sim.port, "/v1/completions", {"prompt": fits.text, "max_tokens": 8,
-                                                              "ignore_eos": True}, timeout=120)  # fmt: skip
+                                                              "ignore_eos": True}, timeout=120)
         assert status == 200, raw[:300]
         assert json.loads(raw)["usage"]["prompt_tokens"] == fits.tokens == 131064
         over = src.build(rng, 131072)

@@ -34,7 +34,7 @@ def _apply(s: Scheduler, step, emitted: dict[str, list[int]]) -> None:
 
 
 def _run(s: Scheduler, reqs: list[SimRequest], emitted: dict[str, list[int]] | None = None,
-         max_steps: int = 5000) -> tuple[dict[str, list[int]], list]:  # fmt: skip
+         max_steps: int = 5000) -> tuple[dict[str, list[int]], list]:
     """Steps until idle, checking the pool after planning and after applying each step. Returns (ids
     emitted per request, added to ``emitted``; per step: (preempted, running before, running after, waiting))."""
     emitted = {r.rid: [] for r in reqs} if emitted is None else emitted

@@ -19,14 +19,14 @@ pytestmark = pytest.mark.slow
 def test_time_scaled_sim_attribution_adds_up(tmp_path):
     port = free_port()
     sim_argv = [PY, "-m", "server.sim", "--host", "127.0.0.1", "--port", str(port), "--profile",
-                "deepseek-v2-lite-a100", "--time-scale", "10"]  # fmt: skip
+                "deepseek-v2-lite-a100", "--time-scale", "10"]
     with Proc(sim_argv, name="sim") as sim:
         wait_http(f"http://127.0.0.1:{port}/health", proc=sim)
         out = tmp_path / "summary.json"
         argv = [LOCUST, "-f", "locustfile.py", "--headless", "--host", f"http://127.0.0.1:{port}", "--only-summary",
                 "--prometheus-port", "0", "--llm-summary-json", str(out), "--input-len", "fixed:256",
                 "--output-len", "fixed:128", "--server-metrics-interval", "0.5", "-u", "4", "-r", "4", "-t", "8s",
-                "StreamingCompletionUser"]  # fmt: skip
+                "StreamingCompletionUser"]
         with Proc(argv, name="locust") as loc:
             loc.wait(60)
             log = loc.output()
@@ -35,7 +35,7 @@ def test_time_scaled_sim_attribution_adds_up(tmp_path):
     d = s["attribution"]["decomposition"]
     assert s["requests"]["ok"] > 20 and s["server"]["scrapes"] > 0, log[-3000:]
     means = {k: d[k]["mean"] for k in ("ttft_client_ms", "ttft_server_ms", "queue_ms", "prefill_ms",
-                                        "itl_client_ms", "decode_itl_server_ms")}  # fmt: skip
+                                        "itl_client_ms", "decode_itl_server_ms")}
     print("time-scale 10:", d["statement"], means)
     # no material negative term, and the server's TTFT parts fit inside the client's TTFT. vLLM (and the sim)
     # observe TTFT at the first token but queue and prefill at the request's end, so a scrape window's means

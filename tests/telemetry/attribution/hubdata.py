@@ -9,9 +9,9 @@ import numpy as np
 from locust.env import Environment
 
 from telemetry.hub import TelemetryHub
-from telemetry.runstate import RunState
-from telemetry.scraper import ServerScraper
-from telemetry.view import RunView
+from telemetry.measure.runstate import RunState
+from telemetry.measure.scraper import ServerScraper
+from telemetry.measure.view import RunView
 from users.result import GenerationResult, RequestMeta
 
 LE = [0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, math.inf]
@@ -65,7 +65,7 @@ def merger_from(specs: list[Spec], window_s: float = 10.0, scrape_s: float = 2.0
             rec.record(GenerationResult(
                 RequestMeta(user_class="U", name="n"), ok=True, error_kind=None, error_message=None, t0=t0, t_sent=t0,
                 t_end=chunks[-1] + 0.001, chunk_times=chunks, chunk_tokens=np.ones(5, dtype=np.int64),
-                output_tokens=5, prompt_tokens=10))  # fmt: skip
+                output_tokens=5, prompt_tokens=10))
             cum.observe("ttft", sp.ttft * 0.9)
             cum.observe("queue", sp.queue)
             cum.observe("prefill", sp.prefill)
@@ -74,7 +74,7 @@ def merger_from(specs: list[Spec], window_s: float = 10.0, scrape_s: float = 2.0
             preempt += sp.preemptions if s == 0 else 0
             series.append({"t": start + (s + 0.5) * scrape_s, "requests_running": sp.running,
                            "requests_waiting": sp.waiting, "kv_cache_usage": sp.kv, "preemptions_total": preempt,
-                           "hist": cum.snapshot()})  # fmt: skip
+                           "hist": cum.snapshot()})
     merger.scraper = ServerScraper("http://127.0.0.1:9/metrics", scrape_s)
     merger.scraper.series = series
     merger.t_end_wall = merger.t0_wall + len(specs) * window_s

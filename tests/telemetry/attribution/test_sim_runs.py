@@ -20,7 +20,7 @@ from tests.support import LOCUST, PY, Proc, free_port, wait_http
 pytestmark = pytest.mark.slow
 
 COMMON = ["--input-len", "fixed:128", "--output-len", "fixed:64", "--attribution-window", "2",
-          "--server-metrics-interval", "0.5", "--model", "sim-tiny"]  # fmt: skip
+          "--server-metrics-interval", "0.5", "--model", "sim-tiny"]
 
 
 def _run(tmp_path, sim_args: list[str], locust_args: list[str], timeout: float = 90.0) -> dict:

@@ -9,7 +9,7 @@ import pytest
 from selenium import webdriver
 from selenium.webdriver.chrome.service import Service
 
-from telemetry.report import render
+from telemetry.outputs.report import render
 from tests.requires import require_tool
 from tests.telemetry.report.synthetic import single_stage_no_server, sweep_summary
 
@@ -57,7 +57,7 @@ def test_report_renders_offline_with_plots(browser, tmp_path):
     for width in (1000, 600):  # the wide stage table scrolls inside its card; the page never scrolls sideways
         browser.set_window_size(width, 1000)
         page_w, view_w = browser.execute_script("return [document.documentElement.scrollWidth, "
-                                                "document.documentElement.clientWidth]")  # fmt: skip
+                                                "document.documentElement.clientWidth]")
         assert page_w <= view_w, (width, page_w, view_w)
     total_h = browser.execute_script("return document.body.scrollHeight")
     browser.set_window_size(1400, min(total_h + 40, 9000))

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from telemetry.report.svg import label_width
+from telemetry.outputs.report.svg import label_width
 from tests.support import LOCUST, PY, ROOT, Proc, free_port, wait_http
 from tests.webui.chromium import chromium, require_chromium
 
@@ -36,14 +36,14 @@ def test_steady_run_report_histograms_show_their_shape(tmp_path):
     require_chromium()
     port = free_port()
     sim_argv = [PY, "-m", "server.sim", "--host", "127.0.0.1", "--port", str(port), "--profile",
-                "deepseek-v2-lite-a100"]  # fmt: skip
+                "deepseek-v2-lite-a100"]
     with Proc(sim_argv, name="sim") as sim:
         wait_http(f"http://127.0.0.1:{port}/health", proc=sim)
         out, report = tmp_path / "summary.json", tmp_path / "report.html"
         argv = [LOCUST, "-f", "locustfile.py", "--headless", "--host", f"http://127.0.0.1:{port}", "--only-summary",
                 "--prometheus-port", "0", "--llm-summary-json", str(out), "--llm-report", str(report),
                 "--input-len", "fixed:256", "--output-len", "fixed:64", "-u", "4", "-r", "4", "-t", "10s",
-                "StreamingCompletionUser"]  # fmt: skip
+                "StreamingCompletionUser"]
         with Proc(argv, name="locust") as loc:
             loc.wait(60)
             log = loc.output()

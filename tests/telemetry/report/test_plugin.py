@@ -7,7 +7,7 @@ import re
 
 from run.context import attach
 from telemetry.attribution.plugin import install as install_attribution
-from telemetry.report.plugin import install
+from telemetry.outputs.report.plugin import install
 from tests.telemetry.attribution.hubdata import Spec, hub_from
 from webui.report import ROUTE
 from webui.report import install as install_route

@@ -7,7 +7,7 @@ from html.parser import HTMLParser
 
 import pytest
 
-from telemetry.report import render
+from telemetry.outputs.report import render
 from tests.telemetry.report.synthetic import single_stage_no_server, sweep_summary
 
 VOID = {"meta", "br", "img", "input", "link", "hr", "col", "source", "wbr", "area", "base", "embed", "track"}
@@ -160,7 +160,7 @@ def test_batching_badge_follows_the_verdict():
 
 
 def test_numbers_for_people():
-    from telemetry.report.fmt import ms
+    from telemetry.outputs.report.fmt import ms
 
     assert [ms(-0.04), ms(-0.2), ms(12.345), ms(1234.5), ms(None), ms(float("nan"))] == \
         ["0.0", "-0.2", "12.3", "1,234", "–", "–"]

@@ -28,7 +28,7 @@ def test_web_ui_serves_a_live_report(tmp_path):
                    "--host", f"http://127.0.0.1:{sim_port}", "--autostart", "-u", "4", "-r", "4", "-t", "60s",
                    "--prometheus-port", "0", "--model", "sim-tiny", "--input-len", "fixed:64",
                    "--output-len", "fixed:32", "--attribution-window", "1", "StreamingChatUser"],
-                  name="locust") as loc:  # fmt: skip
+                  name="locust") as loc:
             wait_http(f"http://127.0.0.1:{web_port}/", proc=loc)
             url = f"http://127.0.0.1:{web_port}/llm/report"
             deadline, html = time.monotonic() + 40, ""

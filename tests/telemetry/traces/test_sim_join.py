@@ -23,7 +23,7 @@ pytestmark = pytest.mark.slow
 
 COMMON = ["--input-len", "fixed:64", "--output-len", "fixed:32", "--attribution-window", "2",
           "--server-metrics-interval", "0.5", "--model", "sim-tiny", "--otlp-grace", "5",
-          "--stop-timeout", "30"]  # fmt: skip
+          "--stop-timeout", "30"]
 
 
 class Collector:
@@ -61,22 +61,22 @@ def _run(tmp_path, sim_args: list[str], locust_args: list[str], workers: int = 0
          sim_traces: str | None = None) -> dict:
     port, rx = free_port(), free_port()
     sim_argv = [PY, "-m", "server.sim", "--host", "127.0.0.1", "--port", str(port), "--profile", "cpu-tiny",
-                "--otlp-traces-endpoint", sim_traces or f"http://127.0.0.1:{rx}/v1/traces", *sim_args]  # fmt: skip
+                "--otlp-traces-endpoint", sim_traces or f"http://127.0.0.1:{rx}/v1/traces", *sim_args]
     with Proc(sim_argv, name="sim") as sim:
         wait_http(f"http://127.0.0.1:{port}/health", proc=sim)
         out = tmp_path / "summary.json"
         base = [LOCUST, "-f", "locustfile.py", "--host", f"http://127.0.0.1:{port}"]
         argv = [*base, "--headless", "--only-summary", "--prometheus-port", "0", "--llm-summary-json", str(out),
                 "--llm-report", str(tmp_path / "report.html"),
-                "--otlp-receiver", str(rx), *COMMON, *locust_args, "StreamingChatUser"]  # fmt: skip
+                "--otlp-receiver", str(rx), *COMMON, *locust_args, "StreamingChatUser"]
         procs = []
         if workers:
             mport = free_port()
             argv += ["--master", "--master-bind-host", "127.0.0.1", "--master-bind-port", str(mport),
-                     "--expect-workers", str(workers)]  # fmt: skip
+                     "--expect-workers", str(workers)]
             for i in range(workers):
                 procs.append(Proc([*base, "--worker", "--master-host", "127.0.0.1", "--master-port", str(mport),
-                                   "StreamingChatUser"], name=f"worker{i}"))  # fmt: skip
+                                   "StreamingChatUser"], name=f"worker{i}"))
         with Proc(argv, name="locust") as loc:
             loc.wait(timeout)
             log = loc.output()

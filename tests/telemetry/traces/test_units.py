@@ -76,7 +76,7 @@ def test_sim_span_uses_vllms_attribute_names():
 def _span(tid: str, **kw) -> ServerSpan:
     base = dict(trace_id=tid, span_id="1" * 16, parent_span_id="", request_id=None, ttft_s=0.1, e2e_s=1.0,
                 queue_s=0.05, prefill_s=0.04, decode_s=0.9, inference_s=0.94, prompt_tokens=1, completion_tokens=1,
-                start_ns=0, end_ns=1)  # fmt: skip
+                start_ns=0, end_ns=1)
     base.update(kw)
     return ServerSpan(**base)
 
@@ -109,7 +109,7 @@ def test_tail_composition_names_the_dominant_part_and_never_goes_negative():
         j.add_client(_client(tid, ttft=2.0 if slow else 0.1, e2e=3.0))
         # the slow ones queued 1.8 s; one span's TTFT says more than the client saw (a clock skew): 0, counted
         j.add_spans([_span(tid, queue_s=1.8 if slow else 0.01, prefill_s=0.1 if slow else 0.05,
-                           ttft_s=2.05 if i == 99 else (1.95 if slow else 0.08))])  # fmt: skip
+                           ttft_s=2.05 if i == 99 else (1.95 if slow else 0.08))])
     comp = composition(j.joined, "ttft")
     assert comp["requests"] == 2 and comp["threshold_ms"] == 2000.0
     assert comp["dominant"] == "queue" and comp["shares"]["queue"] == pytest.approx(0.9)
@@ -164,7 +164,7 @@ def _post_traces(host: str, port: int) -> int:
     import urllib.request
 
     req = urllib.request.Request(f"http://{host}:{port}/v1/traces", data=b"", method="POST",
-                                 headers={"Content-Type": "application/x-protobuf"})  # fmt: skip
+                                 headers={"Content-Type": "application/x-protobuf"})
     with urllib.request.urlopen(req, timeout=5) as r:
         return r.status
 

@@ -1,9 +1,0 @@
-"""The self-contained HTML report (``--llm-report PATH``, and ``/llm/report`` in the web UI).
-
-    from telemetry.report import render
-    html = render(summary)      # one page, inline SVG plots, no external resources
-"""
-
-from telemetry.report.render import render
-
-__all__ = ["render"]
