@@ -134,5 +134,6 @@ def test_stop_on_names_are_checked():
     proc = subprocess.run([LOCUST, "-f", "locustfile.py", "--headless", "--llm-stop-on", "batching,slow", "-t", "1s"],
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode != 0
-    assert "expected a comma list of batching, slo such as batching,slo, got 'batching,slow'" in proc.stderr
+    assert ("expected a comma list of batching, slo, saturation such as batching,slo,saturation, got 'batching,slow'"
+            in proc.stderr)
 

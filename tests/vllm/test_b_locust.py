@@ -103,11 +103,16 @@ def check_stream_timing(s: dict, engine: dict[str, CumulativeHistogram]) -> None
     # mean: the client's median lies in the engine's median bucket (lower, upper], plus the overhead
     lower, upper = (b * 1000 for b in eng["ttft"].quantile_bucket(0.5))
     assert lower - 1.0 <= ttft["p50"] <= upper + CLIENT_OVERHEAD_MS, (ttft, lower, upper)
-    # the gaps between tokens are the engine's steps seen at the other end of the stream: the same means
-    # (within 0.1 % measured; 5 % allowed)
-    assert itl["mean"] == pytest.approx(mean_ms["itl"], rel=0.05, abs=1.0), (itl, mean_ms)
-    assert tpot["mean"] == pytest.approx(mean_ms["tpot"], rel=0.05, abs=1.0), (tpot, mean_ms)
-    assert span["mean"] == pytest.approx(mean_ms["span"], rel=0.05, abs=(OUTPUT - 1) * 1.0), (span, mean_ms)
+    # the gaps between tokens are the engine's steps seen at the other end of the stream: the same means (within
+    # 0.1 % on an idle box; 5 % allowed). One asymmetry is physical: the API server may deliver the first token late
+    # by up to the client overhead above (the TTFT allowance), which shortens the client's decode span by as much
+    # and its per-token means by that over the OUTPUT - 1 gaps (seen: ITL 17.6 vs 18.8 ms on a busy CI box)
+    late = CLIENT_OVERHEAD_MS / (OUTPUT - 1)
+    for key in ("itl", "tpot"):
+        got, want = s[f"{key}_ms"]["mean"], mean_ms[key]
+        assert want - late - max(0.05 * want, 1.0) <= got <= want + max(0.05 * want, 1.0), (key, got, mean_ms)
+    tol = max(0.05 * mean_ms["span"], (OUTPUT - 1) * 1.0)
+    assert mean_ms["span"] - CLIENT_OVERHEAD_MS - tol <= span["mean"] <= mean_ms["span"] + tol, (span, mean_ms)
 
 
 def check_server(s: dict, in_flight: int) -> None:

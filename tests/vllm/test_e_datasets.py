@@ -14,19 +14,22 @@ from tests.vllm.locust_run import run_local
 
 pytestmark = [pytest.mark.vllm, pytest.mark.slow]
 
-SECONDS = 12
+SECONDS = 15
+TURNS = 6
 SENTENCE = "the queue drained after the restart and the cache warmed again while the shift went on"
 
 
 def _sharegpt(path) -> None:
-    """Four conversations of four turns, about 20 tokens a question and 40 an answer: the last turn's prompt stays
-    near 300 tokens, every conversation far inside the 4,096-token pool."""
+    """Four conversations of six turns, about 40 tokens a question and 55 an answer: each turn's prompt holds the
+    previous turn's whole prompt (cached by the engine in full 16-token blocks), so about two thirds of the prompt
+    tokens can hit (1,210 of 1,800 by that count, before repeats); the last prompt stays near 550 tokens, two
+    conversations far inside the 4,096-token pool."""
     rows = []
     for i in range(4):
         conv = []
-        for t in range(4):
-            conv += [{"from": "human", "value": f"conversation {i} question {t}: {SENTENCE}"},
-                     {"from": "gpt", "value": f"answer {t} of {i}: {SENTENCE} {SENTENCE}"}]
+        for t in range(TURNS):
+            conv += [{"from": "human", "value": f"conversation {i} question {t}: {SENTENCE} {SENTENCE}"},
+                     {"from": "gpt", "value": f"answer {t} of {i}: {SENTENCE} {SENTENCE} {SENTENCE}"}]
         rows.append({"conversations": conv})
     path.write_text(json.dumps(rows), encoding="utf-8")
 
@@ -40,7 +43,7 @@ def test_replayed_conversations_hit_the_engines_prefix_cache(vllm_server: Server
                        ["--dataset", str(data), "--think-time", "fixed:0.05"]).summary
     assert replay["requests"]["failed"] == 0 and replay["requests"]["ok"] >= 8, replay["requests"]
     assert abs(replay["tokens"]["prompt_mismatch_ratio"]) < 0.01, replay["tokens"]
-    assert [t["turn"] for t in replay["turns"]] == [1, 2, 3, 4]
+    assert [t["turn"] for t in replay["turns"]] == list(range(1, TURNS + 1))
     mean = round(replay["tokens"]["prompt"] / replay["requests"]["ok"])
     synthetic = run_local(vllm_server.url, tmp_path / "synthetic", "StreamingChatUser", 2, SECONDS,
                           ["--input-len", f"fixed:{mean}", "--output-len", "fixed:40"]).summary
