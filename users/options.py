@@ -11,10 +11,11 @@ travel to workers and through the web UI as text and are parsed again in ``test_
 from __future__ import annotations
 
 import argparse
+import json
 import secrets
 from pathlib import Path
 
-from workload.argtypes import length_spec, non_negative_int, positive_int, seconds, seed
+from workload.argtypes import json_object, length_spec, non_negative_int, number, positive_int, seconds, seed
 from workload.datasets import (
     AUTO_FORMAT,
     FORMATS,
@@ -71,6 +72,43 @@ SYNTHETIC_TEXT_DEFAULT = "natural"
 pool words to the exact count."""
 DATASET_SAMPLE_DEFAULT = 0
 """--dataset-sample: every record."""
+TEMPERATURE_DEFAULT = None
+"""--temperature: not sent (the server's default: the model's generation config, else 1.0)."""
+TOP_P_DEFAULT = None
+"""--top-p: not sent (the server's default)."""
+EXTRA_BODY_DEFAULT = ""
+"""--extra-body: nothing more in the body."""
+BODY_OWN_KEYS = ("messages", "prompt", "stream", "stream_options")
+"""Body fields the adapters set and --extra-body may not replace (the stream's chunk tally depends on them)."""
+temperature = number(least=0.0, at_most=100.0, form="a temperature >= 0 such as 0 or 0.6")
+top_p = number(above=0.0, at_most=1.0, form="a top-p in (0, 1] such as 0.95")
+extra_body = json_object(BODY_OWN_KEYS)
+
+
+def prompt_source(options) -> str:
+    """Where the run's prompt texts come from: ``dataset``, ``prompt-file``, ``trace`` (its hash-id blocks of pool
+    words) or ``synthetic-natural`` / ``synthetic-words`` (--synthetic-text)."""
+    for name, source in (("dataset", "dataset"), ("prompt_file", "prompt-file"), ("trace", "trace")):
+        if getattr(options, name, None):
+            return source
+    return f"synthetic-{getattr(options, 'synthetic_text', None) or SYNTHETIC_TEXT_DEFAULT}"
+
+
+SYNTHETIC_SOURCES = ("synthetic-natural", "synthetic-words", "trace")
+"""Prompt sources whose text no user wrote: a speculative decoder's acceptance measured on them is not the
+acceptance of real traffic."""
+
+
+def sampling_fields(options) -> dict:
+    """What --temperature, --top-p and --extra-body add to every request body (--extra-body wins on a shared key,
+    as ``vllm bench serve --extra-body`` does)."""
+    body: dict = {}
+    for name in ("temperature", "top_p"):
+        if (value := getattr(options, name, None)) is not None and value != "":
+            body[name] = float(value)
+    if text := getattr(options, "extra_body", None):
+        body.update(json.loads(extra_body(str(text))))
+    return body
 
 
 def prompt_salt(value: str) -> str:
@@ -345,6 +383,30 @@ def add_arguments(parser) -> None:
         env_var="LOCUST_DATASET_OUTPUT_LEN",
         help=f"Keep records whose longest answer is within {LENGTH_RANGE_FORM} tokens (records without answers "
         "pass); skipped records are counted",
+    )
+    add(
+        "--temperature",
+        type=temperature,
+        default=TEMPERATURE_DEFAULT,
+        env_var="LOCUST_TEMPERATURE",
+        help="Sampling temperature sent in every request (default: not sent, the server's); 0 = greedy. "
+        "Speculative decoding's acceptance depends on it",
+    )
+    add(
+        "--top-p",
+        type=top_p,
+        default=TOP_P_DEFAULT,
+        env_var="LOCUST_TOP_P",
+        help="Nucleus sampling top_p sent in every request (default: not sent, the server's)",
+    )
+    add(
+        "--extra-body",
+        type=extra_body,
+        default=EXTRA_BODY_DEFAULT,
+        metavar="JSON",
+        env_var="LOCUST_EXTRA_BODY",
+        help="A JSON object merged into every request body, e.g. '{\"top_k\": 20, \"seed\": 7}' (as vllm bench "
+        f"serve --extra-body; it wins over --temperature/--top-p; not {', '.join(BODY_OWN_KEYS)})",
     )
     add(
         "--batch-size",

@@ -36,6 +36,7 @@ from users.options import (
     TURNS_DEFAULT,
     ThinkTime,
     dataset_from,
+    sampling_fields,
 )
 from users.routing import VersionTokenizer, route_table_from, route_tokenizers_from
 from users.tracing import RequestIds
@@ -99,6 +100,8 @@ class RunSettings:
     dataset_shuffle: bool = False
     dataset_input_len: tuple[int, int | None] | None = None
     dataset_output_len: tuple[int, int | None] | None = None
+    extra: dict = field(default_factory=dict)
+    """What --temperature, --top-p and --extra-body add to every body (:func:`users.options.sampling_fields`)."""
     workers: int = 1
     """Processes sharing the dataset (a worker: the master's --expect-workers); each replays a disjoint share."""
     _selection: Selection | None = field(default=None, repr=False)
@@ -157,6 +160,7 @@ class RunSettings:
             dataset_lengths=str(get("output_len", OUTPUT_LEN_DEFAULT)) == OUTPUT_LEN_DEFAULT,
             dataset_sample=int(get("dataset_sample", DATASET_SAMPLE_DEFAULT)),
             dataset_shuffle=bool(get("dataset_shuffle", False)),
+            extra=sampling_fields(opts),
             dataset_input_len=parse_length_range(str(get("dataset_input_len", ""))),
             dataset_output_len=parse_length_range(str(get("dataset_output_len", ""))),
             workers=max(1, int(workers)),
@@ -360,13 +364,16 @@ class RunSettings:
         return r.version, r.base_url, headers
 
     def sampling(self, max_tokens: int) -> dict:
-        """The length controls of a request body."""
+        """The length controls of a request body, then the sampling fields of --temperature, --top-p and
+        --extra-body (``extra``: they win)."""
         body: dict = {"max_tokens": max_tokens}
         if self.ignore_eos:
             body["ignore_eos"] = True
             body["min_tokens"] = max_tokens
         if self.model:
             body["model"] = self.model
+        if self.extra:
+            body.update(self.extra)
         return body
 
 

@@ -15,6 +15,7 @@ their grammar and build on these.
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import os
 from collections.abc import Callable
@@ -129,6 +130,29 @@ def output_path(text: str) -> str:
     if not os.access(base, os.W_OK | os.X_OK) or (path.exists() and not os.access(path, os.W_OK)):
         raise reject(f"a writable path ({str(path if path.exists() else base)!r} is not writable)", text)
     return str(text)
+
+
+def json_object(reserved: tuple[str, ...] = ()) -> Callable[[str], str]:
+    """A type for a JSON object given as text (``'{"top_k": 20}'``), none of whose keys is in ``reserved``; the
+    value is the compact JSON text (it travels to workers and the web form as text; readers ``json.loads`` it).
+    Empty: not set."""
+    form = "a JSON object such as '{\"top_k\": 20}'"
+
+    def check(text: str) -> str:
+        if not str(text).strip():
+            return ""
+        try:
+            obj = json.loads(str(text))
+        except ValueError as e:
+            raise argparse.ArgumentTypeError(f"expected {form}, got {text!r} (not JSON: {e})") from None
+        if not isinstance(obj, dict):
+            raise reject(form, text)
+        if taken := sorted(k for k in obj if k in reserved):
+            raise argparse.ArgumentTypeError(f"expected {form} without {', '.join(reserved)} (the client sets them), "
+                                             f"got {', '.join(taken)}")
+        return json.dumps(obj, separators=(",", ":"), sort_keys=True)
+
+    return _named("json_object", "A JSON object (text).", check)
 
 
 def name_list(choices: tuple[str, ...]) -> Callable[[str], str]:

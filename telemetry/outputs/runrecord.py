@@ -33,7 +33,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from telemetry.measure.scraper import metrics_url
 from telemetry.measure.view import RunView
-from users.options import RESOLVED_SALT
+from users.options import RESOLVED_SALT, prompt_source, sampling_fields
 from users.settings import api_key_of
 
 TOOL = "deepseek-locust"
@@ -340,6 +340,8 @@ class RunRecorder:
             "prompt_salt": getattr(options, RESOLVED_SALT, None),
             "tokenizer": tok.record() if tok is not None else None,  # users/plugin.py: workload.tokenizers.Chosen
             "dataset": env.llm.dataset,  # users/plugin.py: --dataset's record and selection
+            "prompt_source": prompt_source(options),
+            "sampling": sampling_fields(options),
             "stopped_by": stopped,
             "options": effective_options(options),
         }
