@@ -5,7 +5,9 @@ For the whole run, each stage (matched by name) and each route version, one row 
 every client metric the summary has in that scope (``<key>_p50``, ``<key>_p99`` for each key of
 :data:`telemetry.metrics.CLIENT_METRICS`: ``ttft``, ``itl``, ``tpot``, ``e2e``, ``decode_span``, ``ttfa``, ...),
 output tok/s, goodput (req/s), failed requests, the capacity found (``--shape slo-search``: users or req/s), server KV
-usage (mean) and preemptions, with the base value, the new one and the change (absolute and %).
+usage (mean) and preemptions, the speculative decoder's acceptance rate (``spec_acceptance_rate``, whole run: a
+quantization change that drops DeepSeek MTP's acceptance fails ``--fail-on spec_acceptance_rate=-10%``),
+with the base value, the new one and the change (absolute and %).
 
 ``--fail-on "ttft_p99=+10%,output_tok_s=-5%"`` exits 3 (Locust plugins' convention for a failed check) when a
 figure moved past its bound in that direction in any scope: ``+10%`` fails a rise of more than 10 %, ``-5%`` a
@@ -69,6 +71,7 @@ FIGURES: dict[str, tuple[str, Callable[[dict], float | None], Callable[[dict], f
     "capacity": ("users or req/s", _capacity, lambda d: None),
     "preemptions": ("count", lambda s: (s.get("server") or {}).get("preemptions"),
                     lambda d: d.get("preemptions", _version_server(d, "preemptions"))),
+    "spec_acceptance_rate": ("ratio", lambda s: (s.get("speculative") or {}).get("acceptance_rate"), lambda d: None),
 }
 """What a row compares; --fail-on names these."""
 

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from telemetry.measure.buckets import SUB_10MS, VLLM_ITL, VLLM_REQUEST, VLLM_TTFT
+from telemetry.measure.buckets import RATIO, SUB_10MS, VLLM_ITL, VLLM_REQUEST, VLLM_TTFT
 
 if TYPE_CHECKING:  # no import at run time: the dashboard generator reads this module without Locust
     from users.result import GenerationResult
@@ -55,7 +55,8 @@ class ClientMetric:
     """For ``windowed``: when the value happened (perf_counter), ``at(result)``; None: the end of the request.
     With ``samples``, ``at(result, samples)`` gives an array aligned with the samples."""
     unit: str = "s"
-    """Unit of the recorded values (shown as ms)."""
+    """Unit of the recorded values: ``s`` (shown as ms, ``<key>_ms``) or a count/ratio (``tokens``, ``steps``,
+    ``ratio``: shown as recorded, under ``<key>``)."""
     prom_name: str | None = None
     """Prometheus histogram family (base unit seconds), or None when the metric is not exported as one."""
     prom_help: str = ""
@@ -75,7 +76,15 @@ class ClientMetric:
 
     @property
     def summary_key(self) -> str:
-        return f"{self.key}_ms"
+        return f"{self.key}_ms" if self.unit == "s" else self.key
+
+    def shown(self, value: float | None) -> float | int | None:
+        """A recorded value as people see it: seconds as ms (µs-rounded), a count as an int, a ratio as it is."""
+        if value is None:
+            return None
+        if self.unit == "s":
+            return round(value * 1000.0, 3)
+        return int(value) if self.unit in ("tokens", "steps") else round(value, 6)
 
     @property
     def histogram(self) -> bool:
@@ -95,6 +104,24 @@ def _itl(r: GenerationResult) -> np.ndarray:
     gaps = _gaps(r)
     k = np.asarray(r.chunk_tokens[1:], dtype=np.int64)
     return gaps if gaps.size == int(k.sum()) else np.repeat(gaps / k, k)
+
+
+def _server(name: str) -> Take:
+    """A field of the server's in-band record (:class:`users.result.ServerRecord`); None without one."""
+
+    def take(r: GenerationResult) -> float | None:
+        rec = r.server
+        return None if rec is None else getattr(rec, name)
+
+    return take
+
+
+def _spec_acceptance(r: GenerationResult) -> float | None:
+    """Draft tokens accepted / drafted of one request (None when nothing was drafted)."""
+    rec = r.server
+    if rec is None or not rec.spec_drafted or rec.spec_accepted is None:
+        return None
+    return rec.spec_accepted / rec.spec_drafted
 
 
 def _per_token_times(r: GenerationResult, samples: np.ndarray) -> np.ndarray:
@@ -155,6 +182,27 @@ CLIENT_METRICS: tuple[ClientMetric, ...] = (
         bounds=VLLM_REQUEST, per_stage=True, versions=True, distribution=True,
     ),
     ClientMetric("answer_span", "answer span", attrgetter("answer_span_s"), per_stage=True, versions=True),
+    # The server's in-band record (--enable-per-request-metrics and friends): vLLM's own clocks, one value per
+    # request; in the request log and the per-request join, not in the client's latency tables.
+    ClientMetric(
+        "server_ttft", "server TTFT", _server("ttft_s"), top=False,
+        prom_name="llm_server_time_to_first_token_seconds",
+        prom_help="The server's in-band TTFT per request: first scheduled to first token (queue excluded)",
+        bounds=VLLM_TTFT,
+    ),
+    ClientMetric("server_queue", "server queue", _server("queue_s"), top=False),
+    ClientMetric("server_generation", "server generation", _server("generation_s"), top=False),
+    ClientMetric("server_mean_itl", "server mean ITL", _server("mean_itl_s"), top=False),
+    ClientMetric("cached_tokens", "cached prompt tokens", _server("cached_tokens"), unit="tokens", top=False),
+    ClientMetric("spec_drafted", "draft tokens", _server("spec_drafted"), unit="tokens", top=False),
+    ClientMetric("spec_accepted", "accepted draft tokens", _server("spec_accepted"), unit="tokens", top=False),
+    ClientMetric("spec_steps", "speculative steps", _server("spec_steps"), unit="steps", top=False),
+    ClientMetric(
+        "spec_acceptance", "draft acceptance", _spec_acceptance, unit="ratio", top=False,
+        prom_name="llm_spec_acceptance_ratio",
+        prom_help="Draft tokens accepted / drafted per request (the server's in-band speculative record)",
+        bounds=RATIO,
+    ),
 )
 """Every client metric, in display order."""
 

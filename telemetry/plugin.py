@@ -39,6 +39,7 @@ from telemetry.outputs.exporter import Exporter
 from telemetry.outputs.requestlog import REPORT_KEY as REQUESTS_KEY
 from telemetry.outputs.requestlog import RequestLog, record_of, request_log_for, wants_request_log
 from telemetry.outputs.runrecord import RunRecorder, fetch_block_size
+from telemetry.outputs.speculative import speculative_section
 from telemetry.parts import LiveCheck, ModelLabel, ProgressLine, ServerScrapes
 from telemetry.slo import verdict_line
 
@@ -408,6 +409,7 @@ def install(environment) -> Role:
                           empty=lambda _view: {})
     hub.hooks.add_section("route_fallback", fallback_section, empty=lambda _view: None)
     hub.hooks.add_section("detectors", lambda view, _summary: view.detectors, empty=lambda _view: None)
+    hub.hooks.add_section("speculative", speculative_section, empty=lambda _view: None)
     role = role_for(environment.runner)(environment, hub).register()
     if not isinstance(role, WorkerRole):
         RunRecorder(environment).register()

@@ -41,6 +41,7 @@ import users.sendstamp as sendstamp
 from users.adapters.base import Answer
 from users.adapters.openai import OPENAI
 from users.faults import LLMError, StreamFault, quote
+from users.inband import server_record
 from users.inflight import Inflight, LiveRequest
 from users.result import GenerationResult, RequestMeta
 from users.sse import SSEParser
@@ -332,12 +333,14 @@ def _stream_result(call, tally: StreamTally, t0, t_sent, t_end, wall, count_text
         t_answer=_restamped(tally.t_answer, tally.chunk_times, arrivals),
         reasoning_tokens=min(tally.reasoning_tokens(count_text), output),
         finish_reason=tally.finish_reason,
+        server=server_record(tally.final),
         **_base(call, t0, t_sent, wall),
     )
 
 
 def _whole_result(call, raw: bytes, t0, t_sent, t_end, wall, count_text) -> GenerationResult:
-    output, prompt, source, reasoning, reason = call.answer.parse_whole(raw, count_text)
+    w = call.answer.parse_whole(raw, count_text)
+    output, prompt = w.output_tokens, w.prompt_tokens
     if output <= 0:
         raise LLMError("empty", "the response carried no token")
     return GenerationResult(
@@ -347,8 +350,9 @@ def _whole_result(call, raw: bytes, t0, t_sent, t_end, wall, count_text) -> Gene
         t_end=t_end,
         output_tokens=int(output),
         prompt_tokens=int(prompt) if prompt is not None else call.prompt_tokens_client,
-        token_source=source,
-        reasoning_tokens=min(int(reasoning), int(output)),
-        finish_reason=reason,
+        token_source=w.token_source,
+        reasoning_tokens=min(int(w.reasoning_tokens), int(output)),
+        finish_reason=w.finish_reason,
+        server=w.server,
         **_base(call, t0, t_sent, wall),
     )

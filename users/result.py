@@ -63,6 +63,38 @@ class RequestMeta:
 
 
 @dataclass(frozen=True, slots=True)
+class ServerRecord:
+    """The server's own account of one request, in-band: vLLM's ``metrics`` object (``--enable-per-request-metrics``)
+    on the last streamed chunk or a whole answer, its ``speculative_decoding`` part
+    (``--per-request-spec-decode-metrics``) and ``usage.prompt_tokens_details.cached_tokens``
+    (``--enable-prompt-tokens-details``). Seconds; None where the server did not say. vLLM's clocks: queue = engine
+    arrival to first scheduled, TTFT = first scheduled to first token (queue excluded), generation = first token to
+    last token (:mod:`users.inband` reads it)."""
+
+    ttft_s: float | None = None
+    queue_s: float | None = None
+    generation_s: float | None = None
+    mean_itl_s: float | None = None
+    tokens_per_second: float | None = None
+    cached_tokens: int | None = None
+    """Prompt tokens served from the prefix cache."""
+    spec_steps: int | None = None
+    """Verify steps that checked drafts (vLLM's ``num_spec_steps``; the engine's ``num_drafts``)."""
+    spec_drafted: int | None = None
+    """Draft tokens proposed."""
+    spec_accepted: int | None = None
+    """Draft tokens accepted (the bonus token not included)."""
+    spec_accepted_per_position: tuple[int, ...] = ()
+    """Steps whose draft was accepted at least up to position i (0-based), from the acceptance histogram."""
+
+    @property
+    def server_e2e_s(self) -> float | None:
+        """Queue + TTFT + generation: engine arrival to last token."""
+        parts = (self.queue_s, self.ttft_s, self.generation_s)
+        return None if any(p is None for p in parts) else sum(parts)  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True, slots=True)
 class GenerationResult:
     """One LLM request, timed on the client."""
 
@@ -104,6 +136,8 @@ class GenerationResult:
     """Client time spent building the request before t0, on the users' event loop: drawing the lengths,
     synthesizing and tokenizing the prompt, the route, serializing the body (``users.base.LLMUser.send``); not part
     of TTFT. None when not measured."""
+    server: ServerRecord | None = None
+    """The server's in-band record of the request (None: the answer carried none)."""
 
     @property
     def ttft_s(self) -> float | None:

@@ -62,7 +62,7 @@ _NO_TAG, _INSIDE, _CLOSED = (int(x) for x in Think)  # plain ints in module glob
 class StreamTally:
     __slots__ = ("client_prompt_tokens", "output_tokens", "chunk_times", "chunk_tokens", "done", "finish_reason",
                  "usage_tokens", "continuous", "prompt_tokens", "texts", "t_reason", "t_answer", "reasoning", "pending",
-                 "split", "think")
+                 "split", "think", "final")
 
     def __init__(self, prompt_tokens_client: int = 0) -> None:
         self.client_prompt_tokens = prompt_tokens_client
@@ -95,6 +95,8 @@ class StreamTally:
         """(k, answer text) of the chunk where reasoning ended and the answer began mid-chunk."""
         self.think = _NO_TAG
         """Where content stands against ``<think>`` (:class:`Think`)."""
+        self.final: dict | None = None
+        """The final usage chunk (``choices: []``): where vLLM puts its in-band ``metrics`` (:mod:`users.inband`)."""
 
     def add(self, payloads: list[bytes], t: float) -> None:
         """Account the event payloads that arrived in one read at time ``t``."""
@@ -111,6 +113,7 @@ class StreamTally:
                     self.prompt_tokens = usage.get("prompt_tokens")
                 if not choices:  # the final usage chunk: the total, no token of its own
                     self.usage_tokens = ct
+                    self.final = obj
                     continue
                 self.continuous = True
                 k = ct - (self.usage_tokens or 0)
@@ -197,6 +200,7 @@ class StreamTally:
         if not isinstance(usage, dict) or usage.get("completion_tokens") is None:
             raise StreamFault("bad_chunk", f"no choices: {quote(p)}")
         self.usage_tokens = usage["completion_tokens"]
+        self.final = obj
         if self.prompt_tokens is None:
             self.prompt_tokens = usage.get("prompt_tokens")
 

@@ -30,6 +30,8 @@ VLLM_ITL = (0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 
 VLLM_REQUEST = (0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 120.0, 240.0,
                 480.0, 960.0, 1920.0, 7680.0)
 SUB_10MS = (0.001, 0.0025, 0.005, 0.0075)
+RATIO = (0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 1.0)
+"""A ratio in [0, 1] (a request's draft acceptance)."""
 
 class BucketHistogram:
     """Counts per fixed bucket (non-cumulative inside, cumulative on export) plus exact sum/count."""

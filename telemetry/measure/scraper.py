@@ -49,6 +49,14 @@ HISTOGRAMS: dict[str, tuple[str, ...]] = {
     "e2e": ("vllm:e2e_request_latency_seconds",),
 }
 """Summary field -> histogram names (V1 first, then legacy)."""
+SPEC_COUNTERS: dict[str, str] = {
+    "drafts": "vllm:spec_decode_num_drafts",
+    "draft_tokens": "vllm:spec_decode_num_draft_tokens",
+    "accepted": "vllm:spec_decode_num_accepted_tokens",
+}
+"""Speculative decoding's counters (``base_total`` or plain), kept per ``engine`` label in ``sample["spec"]``."""
+SPEC_PER_POSITION = "vllm:spec_decode_num_accepted_tokens_per_pos"
+"""Accepted draft tokens per draft position (label ``position``): ``sample["spec"][engine]["per_position"]``."""
 V1_MARKER, LEGACY_MARKER = "vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"
 
 
@@ -59,6 +67,7 @@ def _le(value: str) -> float:
 def parse_server_metrics(text: str) -> dict:
     """One scrape -> ``{field: value|None, ..., "hist": {...}, "metric_names": "vllm-v1|vllm-legacy|none"}``."""
     plain: dict[str, float] = defaultdict(float)
+    spec: dict[str, dict] = {}
     buckets: dict[str, dict[float, float]] = defaultdict(lambda: defaultdict(float))
     for family in text_string_to_metric_families(text):
         for s in family.samples:
@@ -68,6 +77,8 @@ def parse_server_metrics(text: str) -> dict:
                 buckets[s.name[: -len("_bucket")]][_le(s.labels["le"])] += s.value
             else:
                 plain[s.name] += s.value  # summed over label sets (engines, finish reasons...)
+                if s.name.startswith("vllm:spec_decode_"):
+                    _spec_sample(spec, s.name, s.labels, s.value)
     sample: dict = {}
     for field_name, names in GAUGES.items():
         sample[field_name] = next((plain[n] for n in names if n in plain), None)
@@ -86,8 +97,26 @@ def parse_server_metrics(text: str) -> dict:
                 }
                 break
     sample["hist"] = hists
+    sample["spec"] = spec or None
     sample["metric_names"] = "vllm-v1" if V1_MARKER in plain else "vllm-legacy" if LEGACY_MARKER in plain else "none"
     return sample
+
+
+def _spec_sample(spec: dict[str, dict], name: str, labels: dict, value: float) -> None:
+    """One ``vllm:spec_decode_*`` sample into ``spec[engine]``: ``drafts``, ``draft_tokens``, ``accepted`` and
+    ``per_position`` (a list indexed by the ``position`` label)."""
+    base = name[: -len("_total")] if name.endswith("_total") else name
+    per_engine = spec.setdefault(str(labels.get("engine", "")), {})
+    if base == SPEC_PER_POSITION:
+        pos = labels.get("position", "")
+        if pos.isdigit():
+            per = per_engine.setdefault("per_position", [])
+            per.extend([0.0] * (int(pos) + 1 - len(per)))
+            per[int(pos)] += value
+        return
+    for field_name, counter in SPEC_COUNTERS.items():
+        if base == counter:
+            per_engine[field_name] = per_engine.get(field_name, 0.0) + value
 
 
 def metrics_url(option: str | None, host: str | None) -> str | None:

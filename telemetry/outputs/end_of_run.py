@@ -4,7 +4,7 @@ run/hooks.py), registered when telemetry installs, so they run in this order bef
 
 1. the SLO gate (:func:`slo_gate`; a capacity search's is its ``capacity`` status): a line per failed check, the
    process exit code (``telemetry.slo.EXIT_CODE``); a line per lost worker;
-2. the console table;
+2. the console table (and the speculative-decoding line, :mod:`telemetry.outputs.speculative`);
 3. ``--llm-summary-json PATH``, 4. ``--llm-csv PREFIX``, 5. ``--vllm-bench-json PATH`` (built from the run's
    request log, which the summarizing role owns; the log is removed after it when only the bench file wanted it).
 
@@ -22,6 +22,7 @@ from collections.abc import Callable
 from run.hooks import SummaryHooks
 from telemetry.outputs.requestlog import RequestLog, read_records
 from telemetry.outputs.sinks import console_table, write_csv, write_json
+from telemetry.outputs.speculative import console_lines
 from telemetry.outputs.vllmbench import write_vllm_bench
 from telemetry.slo import EXIT_CODE, failure_lines
 
@@ -63,7 +64,13 @@ class RunOutputs:
             log.warning(f"WARNING: worker {wid} was lost mid-run; the summary holds only what it reported")
 
     def console(self, summary: dict) -> None:
+        """The table, then the speculative-decoding line and its validity warning (when the server speculated)."""
         print(console_table(summary), flush=True)
+        for line in console_lines(summary):
+            if line.startswith("WARNING"):
+                log.warning(line)
+            else:
+                print(line, flush=True)
 
     def summary_json(self, summary: dict) -> None:
         path = getattr(self.environment.parsed_options, "llm_summary_json", None)

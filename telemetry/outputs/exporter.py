@@ -107,6 +107,7 @@ class LLMCollector(Collector):
             pre = CounterMetricFamily("llm_server_preemptions", "Server preemptions (relayed counter)")
             pre.add_metric([], latest["preemptions_total"])
             yield pre
+        yield from _spec_counters((latest or {}).get("spec"))
 
     def _gauges(self, view: RunView):
         users = GaugeMetricFamily("llm_active_users", "Locust users running")
@@ -230,3 +231,30 @@ class Exporter:
         server, self._server = self._server, None
         if server is not None:
             server.stop(timeout=1)
+
+
+SPEC_RELAYED = {
+    "drafts": ("llm_server_spec_decode_drafts", "Speculative verify steps that checked drafts (relayed counter)"),
+    "draft_tokens": ("llm_server_spec_decode_draft_tokens", "Draft tokens proposed (relayed counter)"),
+    "accepted": ("llm_server_spec_decode_accepted_tokens", "Draft tokens accepted (relayed counter)"),
+}
+"""The server's speculative-decoding counters relayed per ``engine`` (telemetry/measure/scraper.py ``spec``)."""
+
+
+def _spec_counters(spec: dict | None):
+    """The relayed ``llm_server_spec_decode_*`` counters (none while the server exports no speculation)."""
+    if not spec:
+        return
+    for field_name, (name, help_text) in SPEC_RELAYED.items():
+        fam = CounterMetricFamily(name, help_text, labels=["engine"])
+        for engine, values in sorted(spec.items()):
+            if values.get(field_name) is not None:
+                fam.add_metric([engine], values[field_name])
+        yield fam
+    pos = CounterMetricFamily("llm_server_spec_decode_accepted_tokens_per_pos",
+                              "Draft tokens accepted at each draft position (relayed counter)",
+                              labels=["engine", "position"])
+    for engine, values in sorted(spec.items()):
+        for i, v in enumerate(values.get("per_position") or ()):
+            pos.add_metric([engine, str(i)], v)
+    yield pos

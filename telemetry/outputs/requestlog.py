@@ -6,7 +6,8 @@ name: ``stage``, ``version``, ``turn``, ``user_class``, ``request_id``, ...), ``
 (Locust's worker index; 0 in a local run), ``start_unix_s`` (UTC epoch seconds), ``ok``, ``prompt_tokens``,
 ``output_tokens``, ``token_source``, ``finish_reason``, then ``<key>_ms`` of every per-request client metric
 (:data:`telemetry.metrics.PER_REQUEST`, in registry order: ``ttft_ms``, ``tpot_ms``, ``e2e_ms``, ...; null when the
-request has none),
+request has none) — a count keeps its plain key (the server's in-band ``cached_tokens``, ``spec_drafted``,
+``spec_accepted``, ``spec_steps``, ``spec_acceptance``),
 ``chunk_offsets_ms`` (arrival of each token-bearing chunk after the request's start, µs-rounded ms),
 ``chunk_tokens`` (tokens per such chunk), ``error_kind``, ``error_message``. Milliseconds as in the summary; the
 same definitions (users/result.py).
@@ -35,10 +36,6 @@ REPORT_KEY = "llm_requests"
 """Where a worker's report carries its records since the last report."""
 
 
-def _ms(s: float | None) -> float | None:
-    return None if s is None else round(s * 1000.0, 3)
-
-
 def record_of(r: GenerationResult, worker: int | None = None) -> dict:
     """The JSONL line of one request (``worker`` is set by the master, which knows the sender)."""
     offsets = ((r.chunk_times - r.t0) * 1000.0).round(3).tolist() if len(r.chunk_times) else []
@@ -51,7 +48,7 @@ def record_of(r: GenerationResult, worker: int | None = None) -> dict:
         "output_tokens": r.output_tokens,
         "token_source": r.token_source,
         "finish_reason": r.finish_reason,
-        **{m.summary_key: _ms(m.take(r)) for m in PER_REQUEST},
+        **{m.summary_key: m.shown(m.take(r)) for m in PER_REQUEST},
         "chunk_offsets_ms": offsets,
         "chunk_tokens": r.chunk_tokens.tolist(),
         "error_kind": r.error_kind,

@@ -60,7 +60,7 @@ def _var(total: float, sq_total: float, n: int) -> float | None:
     return max(0.0, sq_total / n - m * m)
 
 
-def _counter_delta(series: list[dict], field: str, start_s: float, end_s: float) -> float | None:
+def counter_delta(series: list[dict], field: str, start_s: float, end_s: float) -> float | None:
     """Counter increase over [start_s, end_s] from the samples around it (resets count from zero)."""
     before = [s[field] for s in series if s["t"] <= start_s and s.get(field) is not None]
     inside = [s[field] for s in series if start_s < s["t"] <= end_s and s.get(field) is not None]
@@ -85,9 +85,9 @@ def _stage_entry(view: RunView, stage, start_s: float, end_s: float) -> dict:
     options = view.options
     users = stage.users if stage.users is not None else getattr(options, "num_users", None)
     input_len = stage.input_len if stage.input_len is not None else getattr(options, "input_len", None)
-    preempt = _counter_delta(series, "preemptions_total", start_s, end_s)
-    queries = _counter_delta(series, "prefix_cache_queries_total", start_s, end_s)
-    hits = _counter_delta(series, "prefix_cache_hits_total", start_s, end_s)
+    preempt = counter_delta(series, "preemptions_total", start_s, end_s)
+    queries = counter_delta(series, "prefix_cache_queries_total", start_s, end_s)
+    hits = counter_delta(series, "prefix_cache_hits_total", start_s, end_s)
     return {
         "name": stage.name,
         "users": users,
@@ -132,7 +132,7 @@ def _server_section(view: RunView) -> dict:
     start = series[0]["t"] if series else 0.0
 
     def delta(field: str) -> int | None:
-        d = _counter_delta(series, field, start, end)
+        d = counter_delta(series, field, start, end)
         return int(d) if d is not None else None
 
     queries, hits = delta("prefix_cache_queries_total"), delta("prefix_cache_hits_total")

@@ -10,7 +10,7 @@ import time
 
 import numpy as np
 
-from users.result import GenerationResult, RequestMeta
+from users.result import GenerationResult, RequestMeta, ServerRecord
 
 
 def make_result(
@@ -31,6 +31,7 @@ def make_result(
     end: float | None = None,
     prompt_build: float | None = 0.0005,
     reasoning_chunks: int = 0,
+    server: ServerRecord | None = None,
 ) -> GenerationResult:
     """A request whose first token came ``ttft`` after t0 and whose chunks came ``itl`` apart; with
     ``reasoning_chunks`` its first that many chunks are reasoning (R1), the answer starts at the next."""
@@ -54,5 +55,11 @@ def make_result(
         token_source=token_source, prompt_tokens_client=prompt_tokens_client,
         wall_start=time.time() - e2e, prompt_build_s=prompt_build,
         t_reasoning=float(t0 + rel[0]) if ok and r else None, t_answer=float(t0 + rel[r]) if answered else None,
-        reasoning_tokens=int(chunk_tokens[:r].sum()) if ok else 0,
+        reasoning_tokens=int(chunk_tokens[:r].sum()) if ok else 0, server=server,
     )
+
+
+IN_BAND = ServerRecord(ttft_s=0.04, queue_s=0.01, generation_s=0.3, mean_itl_s=0.01, tokens_per_second=90.0,
+                       cached_tokens=32, spec_steps=10, spec_drafted=30, spec_accepted=21,
+                       spec_accepted_per_position=(9, 7, 5))
+"""A server's in-band record with every field (``make_result(server=IN_BAND)``): 10 verify steps of 3 drafts."""

@@ -25,7 +25,7 @@ from telemetry.outputs.sinks import STAGE_TABLE, STAGES_CSV, console_table, writ
 from tests.deploy.promql import CLIENT_METRICS as KNOWN_CLIENT_NAMES
 from tests.support import ROOT
 from tests.telemetry.helpers import fire, local_env
-from tests.telemetry.synthetic import make_result
+from tests.telemetry.synthetic import IN_BAND, make_result
 from users.result import RequestMeta
 from webui.table import COLUMNS, llm_rows
 
@@ -54,9 +54,11 @@ def test_existing_metrics_keep_their_place_and_names():
 
 @pytest.mark.parametrize("m", CLIENT_METRICS, ids=lambda m: m.key)
 def test_each_entry_is_coherent(m):
-    assert re.fullmatch(r"[a-z][a-z0-9_]*", m.key) and m.label and m.unit == "s"
+    assert re.fullmatch(r"[a-z][a-z0-9_]*", m.key) and m.label and m.unit in ("s", "tokens", "steps", "ratio")
+    assert m.summary_key == (f"{m.key}_ms" if m.unit == "s" else m.key)
     if m.histogram:
-        assert m.prom_name.startswith("llm_") and m.prom_name.endswith("_seconds") and m.prom_help
+        suffix = {"s": "_seconds", "ratio": "_ratio"}[m.unit]
+        assert m.prom_name.startswith("llm_") and m.prom_name.endswith(suffix) and m.prom_help
         assert m.prom_name in KNOWN_CLIENT_NAMES, "add the name to tests/deploy/promql.py (and the README's list)"
         assert list(m.bounds) == sorted(set(m.bounds)) and m.bounds[0] > 0 and BOUNDS[m.key] == m.bounds
     else:
@@ -107,10 +109,12 @@ def run(tmp_path_factory):
         for i in range(30):
             fire(env, make_result(ttft=0.1 + 0.01 * i, itl=rng.uniform(0.01, 0.03, 11), tokens=12, stage=name,
                                   chunk_tokens=rng.integers(1, 3, 12) if i % 2 else None, queue=0.002,
-                                  version=VERSIONS[i % 2], reasoning_chunks=4 if i % 3 == 0 else 0))
+                                  version=VERSIONS[i % 2], reasoning_chunks=4 if i % 3 == 0 else 0,
+                                  server=IN_BAND))
     role.pump_local()
     dashboard = runpy.run_path(str(ROOT / "deploy" / "grafana" / "dashboard.py"))
-    lines = [record_of(make_result(tokens=12, reasoning_chunks=4, queue=0.002)), record_of(make_result(tokens=1))]
+    lines = [record_of(make_result(tokens=12, reasoning_chunks=4, queue=0.002, server=IN_BAND)),
+             record_of(make_result(tokens=1))]
     summary = hub.summary()
     stats, stages = write_csv(summary, str(tmp / "run"))
     out = {

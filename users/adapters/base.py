@@ -20,6 +20,7 @@ from collections.abc import Callable
 from typing import NamedTuple
 
 from users.request import RequestInput
+from users.result import ServerRecord
 from users.tally import StreamTally
 
 
@@ -35,6 +36,8 @@ class WholeAnswer(NamedTuple):
     """Output tokens of the reasoning (0 without)."""
     finish_reason: str | None = None
     """Why generation stopped (``stop``, ``length``, ...; a batch: its first choice's); None: not said."""
+    server: ServerRecord | None = None
+    """The server's in-band record (:mod:`users.inband`); None: the answer carried none."""
 
 
 class Answer(ABC):
@@ -45,8 +48,9 @@ class Answer(ABC):
     calls its ``add(payloads, t)`` once per read with the ``data`` payloads the read completed (the hot path:
     classify inline, no call per payload) and reads ``chunk_times``, ``chunk_tokens``, ``output_tokens`` (so far),
     ``usage_tokens`` (the server's output total or None), ``prompt_tokens`` (server's or None), ``texts`` (for a
-    tokenizer count) and ``client_prompt_tokens``; it sets ``think`` to :attr:`users.tally.Think.INSIDE` before the
-    first read when the chat template opened ``<think>`` in the prompt. It raises
+    tokenizer count), ``client_prompt_tokens`` and ``final`` (the last usage chunk, whose in-band record
+    :mod:`users.inband` reads); it sets ``think`` to :attr:`users.tally.Think.INSIDE` before the first read when
+    the chat template opened ``<think>`` in the prompt. It raises
     :class:`~users.faults.StreamFault` for a bad or error chunk."""
 
     @abstractmethod

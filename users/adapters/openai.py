@@ -13,6 +13,7 @@ import orjson
 
 from users.adapters.base import Answer, WholeAnswer
 from users.faults import StreamFault, quote
+from users.inband import server_record
 from users.tally import StreamTally
 
 STREAM_OPTIONS = {"include_usage": True, "continuous_usage_stats": True}
@@ -46,7 +47,7 @@ class OpenAIAnswer(Answer):
             output = sum(count_text(r) + count_text(a) for r, a in parts) if count_text else 0
             source = "tokenizer"
         return WholeAnswer(output, usage.get("prompt_tokens"), source, _reasoning_tokens(parts, output, count_text),
-                     choices[0].get("finish_reason"))
+                           choices[0].get("finish_reason"), server_record(obj))
 
 
 def _sides(choice: dict) -> tuple[str, str]:
