@@ -1,5 +1,8 @@
 """Client records and server spans matched by trace id (or by our request id the server echoes), in bounded
-memory.
+memory — or, for a request that carries the server's in-band record (vLLM's ``--enable-per-request-metrics``,
+:class:`users.result.ServerRecord`), joined with that record alone: no collector needed. Spans win: with a receiver
+a record waits for its span, and only one still waiting at the end (:meth:`TraceJoin.settle_in_band`) is joined
+from its in-band record.
 
 A client record is what the join needs of one :class:`~users.result.GenerationResult` (a tuple, shipped from
 the workers under ``llm_traces`` in ``report_to_master``); a server span is an ``llm_request`` span. Whichever
@@ -9,6 +12,7 @@ per prompt (their maxima are its server times). Joined requests are kept up to `
     join = TraceJoin()
     join.add_client(client_record(result))
     join.add_spans(spans)                      # from the OTLP receiver
+    join.settle_in_band()                      # at the end: the unjoined records with an in-band record
     join.joined[0].server_ttft_s, join.counts()
 """
 
@@ -42,6 +46,16 @@ class ClientRecord(NamedTuple):
     user_class: str
     batch_size: int
     error_kind: str | None
+    in_band: tuple | None = None
+    """The server's in-band (queue, TTFT, generation) seconds (:func:`in_band_of`), None without them."""
+
+
+def in_band_of(r: GenerationResult) -> tuple[float, float, float] | None:
+    """(queue, TTFT from scheduled, generation) of the result's in-band record; None unless it has all three."""
+    rec = r.server
+    if rec is None or rec.queue_s is None or rec.ttft_s is None or rec.generation_s is None:
+        return None
+    return rec.queue_s, rec.ttft_s, rec.generation_s
 
 
 def client_record(r: GenerationResult) -> ClientRecord | None:
@@ -51,7 +65,7 @@ def client_record(r: GenerationResult) -> ClientRecord | None:
     if tid is None:
         return None
     return ClientRecord(tid, m.request_id, r.ok, r.ttft_s, r.e2e_s, r.ttfa_s, m.stage, m.user_class, m.batch_size,
-                        r.error_kind)
+                        r.error_kind, in_band_of(r))
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +81,11 @@ class Joined:
     inference_s: float | None
     server_request_id: str | None
     spans: int
+    """Server spans joined (0: joined from the in-band record)."""
+
+    @property
+    def source(self) -> str:
+        return "span" if self.spans else "in_band"
 
 
 _OUR_ID = re.compile(r"[0-9a-f]{8}-[0-9]+-[0-9]+")
@@ -97,9 +116,20 @@ def _combine(c: ClientRecord, spans: list[ServerSpan]) -> Joined:
     )
 
 
+def _from_in_band(c: ClientRecord) -> Joined:
+    """vLLM's in-band clocks start at the engine's queue: queue = arrival to scheduled, TTFT = scheduled to first
+    token (the prefill part), generation = first to last token (decode); the server's TTFT and E2E as a span has
+    them are their sums."""
+    queue, ttft, gen = c.in_band  # type: ignore[misc]
+    return Joined(client=c, server_ttft_s=queue + ttft, server_e2e_s=queue + ttft + gen, queue_s=queue,
+                  prefill_s=ttft, decode_s=gen, inference_s=ttft + gen, server_request_id=None, spans=0)
+
+
 class TraceJoin:
     def __init__(self, max_pending: int = MAX_PENDING, max_joined: int = MAX_JOINED) -> None:
         self.max_pending, self.max_joined = max_pending, max_joined
+        self.spans_expected = True
+        """A receiver takes spans: a record waits for its span; False: records are joined from in-band at once."""
         self.reset()
 
     def reset(self) -> None:
@@ -114,9 +144,14 @@ class TraceJoin:
         self.not_kept = 0
         self.evicted_clients = 0
         self.evicted_spans = 0
+        self.joined_in_band = 0
 
     # ---- input -----------------------------------------------------------------------------
     def add_client(self, rec: ClientRecord) -> None:
+        if not self.spans_expected:
+            if rec.in_band is not None:
+                self._join(rec, [])
+            return
         spans = self._spans.get(rec.trace_id)
         if spans is not None and len(spans) >= rec.batch_size:
             del self._spans[rec.trace_id]
@@ -145,13 +180,23 @@ class TraceJoin:
                 del self._spans[key]
                 self._join(rec, group)
 
+    def settle_in_band(self) -> None:
+        """At the end: the records still waiting for a span that carry an in-band record are joined from it."""
+        for tid, rec in list(self._clients.items()):
+            if rec.in_band is not None:
+                del self._clients[tid]
+                self._join(rec, [])
+
     def _join(self, rec: ClientRecord, spans: list[ServerSpan]) -> None:
+        """Join ``rec`` with its ``spans`` (none: with its in-band record)."""
         if rec.ok:
             self.joined_ok += 1
         else:
             self.joined_failed += 1
+        if not spans:
+            self.joined_in_band += 1
         if len(self.joined) < self.max_joined:
-            self.joined.append(_combine(rec, spans))
+            self.joined.append(_combine(rec, spans) if spans else _from_in_band(rec))
         else:
             self.not_kept += 1
 
@@ -174,4 +219,5 @@ class TraceJoin:
             "other_spans": self.other_spans,
             "bad_exports": self.bad_exports,
             "not_kept": self.not_kept,
+            "joined_in_band": self.joined_in_band,
         }

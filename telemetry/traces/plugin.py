@@ -1,12 +1,14 @@
 """Wires the trace join and export into a Locust environment: ``install(environment)`` after telemetry's.
 
-- every process with users: with ``--otlp-receiver`` set, each result's client record is kept (a local run
-  hands it to the join, a worker ships its records under ``llm_traces`` in ``report_to_master``); with
-  ``--otlp-endpoint``, each result becomes a span (:mod:`~telemetry.traces.export`).
-- the master (or local run): the OTLP receiver, the join, the ``traces`` summary section, and before the final
-  summary a wait of up to ``--otlp-grace`` seconds for the spans of completed requests.
+- every process with users: with ``--otlp-receiver`` set, each result's client record is kept — without it, each
+  result that carries the server's in-band record (``--enable-per-request-metrics``) — (a local run hands it to the
+  join, a worker ships its records under ``llm_traces`` in ``report_to_master``); with ``--otlp-endpoint``, each
+  result becomes a span (:mod:`~telemetry.traces.export`).
+- the master (or local run): the OTLP receiver, the join, the ``traces`` summary section (its ``source``: spans,
+  in-band records or both), and before the final summary a wait of up to ``--otlp-grace`` seconds for the spans of
+  completed requests, then the in-band join of those that got none.
 
-    install(environment)       # environment.llm.traces is the TraceJoin (None without --otlp-receiver)
+    install(environment)       # environment.llm.traces is the TraceJoin
 """
 
 from __future__ import annotations
@@ -68,9 +70,10 @@ class TracesPlugin:
         port = int(_opt(options, "otlp_receiver", 0))
         self.collect = port > 0
         self._outbox.clear()
+        self.join.spans_expected = self.collect
         if not self.is_worker:
             self.join.reset()
-            self.environment.llm.traces = self.join if self.collect else None
+            self.environment.llm.traces = self.join
             if self.collect and self.receiver is None:
                 host = str(_opt(options, "otlp_receiver_host", OTLP_RECEIVER_HOST_DEFAULT))
                 rx = OtlpReceiver(self.join, host, port)
@@ -89,10 +92,10 @@ class TracesPlugin:
                 self.exporter.record(result)
             except Exception as e:  # tracing must never fail a request
                 log.warning(f"--otlp-endpoint: span not recorded: {type(e).__name__}: {e}")
-        if self.collect:
-            rec = client_record(result)
-            if rec is None:
-                return
+        if not self.collect and result.server is None:  # nothing to join: the common case costs one test
+            return
+        rec = client_record(result)
+        if rec is not None and (self.collect or rec.in_band is not None):
             if self.is_worker:
                 self._outbox.append(rec)
             else:
@@ -106,7 +109,7 @@ class TracesPlugin:
     # ---- master's side ---------------------------------------------------------------------
     def on_worker_report(self, client_id=None, data=None, **_kw) -> None:
         recs = (data or {}).get(REPORT_KEY)
-        if not recs or not self.collect:
+        if not recs:
             return
         for r in recs:
             try:
@@ -115,19 +118,23 @@ class TracesPlugin:
                 self.join.bad_exports += 1
 
     def wait_for_spans(self) -> None:
-        """Before the final summary: up to ``--otlp-grace`` seconds for the spans of completed requests."""
+        """Before the final summary: up to ``--otlp-grace`` seconds for the spans of completed requests, then the
+        in-band join of those that got none."""
         if not self.collect or self.receiver is None:
+            self.join.settle_in_band()
             return
         grace = float(_opt(self.environment.parsed_options, "otlp_grace", OTLP_GRACE_DEFAULT))
         deadline = time.monotonic() + grace
         while self.join.waiting_ok() and time.monotonic() < deadline:
             gevent.sleep(0.1)
+        self.join.settle_in_band()
         if self.join.waiting_ok():
             log.warning(f"{self.join.waiting_ok()} completed requests got no server span within --otlp-grace "
                         f"{grace:g} s (summary traces.requests_unjoined)")
 
     def section(self, _view, _summary) -> dict | None:
-        if not self.collect:
+        """None without a receiver and without an in-band record."""
+        if not self.collect and not self.join.joined_in_band:
             return None
         return traces_section(self.join, receiving=self.receiver is not None)
 

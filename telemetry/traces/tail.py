@@ -1,5 +1,6 @@
 """The summary's ``traces`` section: join counters, per-request checks, the slowest requests with their server
-breakdown, and the tail's composition from joined requests.
+breakdown, and the tail's composition from joined requests — each joined with its server span or, with no collector,
+with the server's in-band record (``source``: ``spans``, ``in_band`` or ``spans+in_band``; a row's ``source``).
 
 Composition of the slowest 1 % by TTFT (client TTFT at or above its p99 over the joined ok requests):
 
@@ -50,6 +51,7 @@ def row(j: Joined) -> dict:
         "prefill_ms": _ms(j.prefill_s), "decode_ms": _ms(j.decode_s), "inference_ms": _ms(j.inference_s),
         "remainder_ttft_ms": _ms(_sub(c.ttft_s, j.server_ttft_s)),
         "remainder_e2e_ms": _ms(_sub(c.e2e_s, j.server_e2e_s)),
+        "source": j.source,
     }
 
 
@@ -113,6 +115,9 @@ def traces_section(join: TraceJoin, receiving: bool = True) -> dict:
     rem_ttft = [r for j in ok if (r := _sub(j.client.ttft_s, j.server_ttft_s)) is not None]
     rem_e2e = [r for j in ok if (r := _sub(j.client.e2e_s, j.server_e2e_s)) is not None]
     out: dict = {"receiving": receiving, **join.counts()}
+    by_span = sum(1 for j in join.joined if j.spans)
+    by_band = len(join.joined) - by_span
+    out["source"] = "spans+in_band" if by_span and by_band else "in_band" if by_band else "spans"
     out["server_ttft_over_client"] = over_ttft
     out["server_e2e_over_client"] = over_e2e
     out["remainder_min_ms"] = {"ttft": _ms(min(rem_ttft)) if rem_ttft else None,
