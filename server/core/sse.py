@@ -72,5 +72,12 @@ class Frames:
         body += b'"logprobs":null,"finish_reason":null}]'
         return body + (b"," + usage if usage is not None else b"") + b"}\n\n"
 
-    def usage_event(self, prompt: int, completion: int) -> bytes:
-        return self.object_head + b',"choices":[],' + usage_bytes(prompt, completion) + b"}\n\n"
+    def usage_event(self, prompt: int, completion: int, details: dict | None = None,
+                    metrics: dict | None = None) -> bytes:
+        """The last chunk (``include_usage``); with ``--enable-prompt-tokens-details`` its usage has
+        ``prompt_tokens_details``, with ``--enable-per-request-metrics`` the chunk has vLLM's ``metrics`` object."""
+        usage = usage_bytes(prompt, completion)
+        if details is not None:
+            usage = usage[:-1] + b',"prompt_tokens_details":' + orjson.dumps(details) + b"}"
+        tail = b',"metrics":' + orjson.dumps(metrics) if metrics is not None else b""
+        return self.object_head + b',"choices":[],' + usage + tail + b"}\n\n"

@@ -120,6 +120,12 @@ class SimApp:
         """``--reasoning``: reasoning tokens per request (None: the model does not reason). The first R output
         tokens are reasoning; with think-tags the first carries ``<think>`` and the R-th ``</think>``."""
         self.reasoning_field = REASONING_FIELDS[0]
+        self.per_request_metrics = False
+        """``--enable-per-request-metrics``: vLLM's ``metrics`` object on the last chunk and a whole answer."""
+        self.spec_metrics: str | None = None
+        """``--per-request-spec-decode-metrics``: ``summary`` or ``detailed`` adds ``speculative_decoding``."""
+        self.prompt_details = False
+        """``--enable-prompt-tokens-details``: ``usage.prompt_tokens_details`` (the prefix-cache hits)."""
         self.created = int(time.time())
         self._ids = itertools.count(1)
         self._id_prefix = os.urandom(4).hex()
@@ -223,6 +229,35 @@ class SimApp:
                 tracer.begin(r, req.headers, f"{sse.KINDS[kind][1]}{xrid}-{i}" if xrid else r.rid, r.max_tokens)
         for r in reqs:
             self.engine.submit(r)
+
+    def details(self, reqs: list[SimRequest]) -> dict | None:
+        """``usage.prompt_tokens_details`` of a response (None unless --enable-prompt-tokens-details)."""
+        if not self.prompt_details:
+            return None
+        return {"cached_tokens": sum(r.cached_prompt_tokens for r in reqs), "created_cache_tokens": 0}
+
+    def request_metrics(self, reqs: list[SimRequest]) -> dict | None:
+        """vLLM's per-request ``metrics`` (vllm/entrypoints/generate/base/serving.py): its clocks from the engine's
+        queue; ``null`` fields for a response of several sequences, as vLLM's for n > 1."""
+        if not self.per_request_metrics:
+            return None
+        out: dict = dict.fromkeys(("time_to_first_token_ms", "generation_time_ms", "queue_time_ms", "mean_itl_ms",
+                                   "tokens_per_second"))
+        out["speculative_decoding"] = None
+        if len(reqs) != 1:
+            return out
+        r = reqs[0]
+        sched, first, last, n = r.first_scheduled, r.first_token, r.last_token, r.num_output
+        if sched is None or first is None or last is None:
+            return out
+        out["time_to_first_token_ms"] = (first - sched) * 1000
+        out["generation_time_ms"] = (last - first) * 1000
+        out["queue_time_ms"] = (sched - r.arrival) * 1000
+        out["mean_itl_ms"] = (last - first) / (n - 1) * 1000 if n > 1 else None
+        out["tokens_per_second"] = n / (last - sched) if last > sched else None
+        if self.spec_metrics is not None and r.spec_hist is not None:
+            out["speculative_decoding"] = spec_record(r)
+        return out
 
     def reasoning_counts(self, n: int) -> list[int]:
         """Reasoning tokens of each of ``n`` sequences (zeros when the model does not reason)."""
@@ -330,6 +365,21 @@ class SimApp:
         return max_tokens
 
 
+def spec_record(r: SimRequest) -> dict:
+    """vLLM's ``speculative_decoding`` object of one request (vllm/v1/metrics/stats.py RequestSpecDecodeMetrics)."""
+    hist = r.spec_hist or []
+    steps = sum(hist)
+    accepted = sum(j * c for j, c in enumerate(hist))
+    out = {"mean_acceptance_length": 1.0 + accepted / steps if steps else 1.0,
+           "draft_acceptance_rate": accepted / r.spec_drafted if r.spec_drafted else 0.0,
+           "acceptance_histogram": list(hist), "num_spec_steps": steps, "num_accepted_draft_tokens": accepted,
+           "num_draft_tokens": r.spec_drafted, "num_spec_tokens": len(hist) - 1}
+    if r.spec_per_step:
+        out["per_step_accepted"] = [a for a, _d in r.spec_per_step]
+        out["per_step_drafted"] = [d for _a, d in r.spec_per_step]
+    return out
+
+
 class _Response:
     """Common part of a generation response: its engine requests, cancellation and fault bookkeeping."""
 
@@ -419,7 +469,9 @@ class _StreamChoice:
             if st.pending == 0:
                 st.dead = True
                 if st.include_usage:
-                    ev += frames.usage_event(st.prompt_tokens, st.completion_tokens)
+                    app = st.app
+                    ev += frames.usage_event(st.prompt_tokens, st.completion_tokens, app.details(st.reqs),
+                                             app.request_metrics(st.reqs))
                 st.conn.end_stream(ev if st.fault is not None else ev + sse.DONE)  # a fault left here: nodone
                 return
         st.conn.write_chunk(ev)
@@ -489,7 +541,10 @@ class FullResponse(_Response):
         prompt = sum(r.num_prompt for r in self.reqs)
         completion = sum(r.num_output for r in self.reqs)
         obj = "chat.completion" if self.kind == "chat" else "text_completion"
-        return orjson.dumps({"id": self.rid, "object": obj, "created": int(time.time()), "model": self.app.model_name,
-                             "choices": choices, "usage": {"prompt_tokens": prompt, "total_tokens": prompt + completion,
-                                                           "completion_tokens": completion,
-                                                           "prompt_tokens_details": None}})
+        answer = {"id": self.rid, "object": obj, "created": int(time.time()), "model": self.app.model_name,
+                  "choices": choices, "usage": {"prompt_tokens": prompt, "total_tokens": prompt + completion,
+                                                "completion_tokens": completion,
+                                                "prompt_tokens_details": self.app.details(self.reqs)}}
+        if (metrics := self.app.request_metrics(self.reqs)) is not None:
+            answer["metrics"] = metrics
+        return orjson.dumps(answer)

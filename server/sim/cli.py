@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import logging
 import signal
 import sys
@@ -75,6 +76,34 @@ def _batch_cap(text: str) -> tuple[float, int]:
     raise reject("T:N (from second T of simulated time, at most N running sequences, N >= 1)", text)
 
 
+SPEC_ACCEPTANCE_DEFAULT = 0.7
+"""--spec-acceptance's default: each draft token accepted with this probability after an accepted one."""
+
+
+def _speculative_config(text: str) -> dict:
+    """vLLM's ``--speculative-config`` JSON: an object with ``num_speculative_tokens`` >= 1 (``method`` a label)."""
+    try:
+        cfg = json.loads(text)
+    except ValueError:
+        cfg = None
+    k = cfg.get("num_speculative_tokens") if isinstance(cfg, dict) else None
+    if not isinstance(k, int) or isinstance(k, bool) or k < 1:
+        raise reject('a JSON object with "num_speculative_tokens" >= 1 such as '
+                     '\'{"method":"mtp","num_speculative_tokens":1}\'', text)
+    return cfg
+
+
+def _acceptance(text: str) -> tuple[float, ...]:
+    """A comma list of shares in [0, 1], non-increasing (a later draft position is never accepted more often)."""
+    try:
+        values = tuple(fraction(v) for v in str(text).split(","))
+    except argparse.ArgumentTypeError:
+        values = ()
+    if not values or any(b > a for a, b in zip(values, values[1:], strict=False)):
+        raise reject("a comma list of non-increasing fractions in [0, 1] such as 0.8,0.6,0.4", text)
+    return values
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="python -m server.sim", description="A vLLM-compatible OpenAI server that simulates the engine.")
     p.add_argument("--host", default="127.0.0.1", help="bind address (default %(default)s)")
@@ -108,6 +137,20 @@ def build_parser() -> argparse.ArgumentParser:
                      help="draft tokens per decode step (with --spec-accept-rate)")
     sim.add_argument("--spec-accept-rate", type=fraction,
                      help="probability each draft token is accepted; a chunk carries 1 + accepted tokens")
+    sim.add_argument("--speculative-config", type=_speculative_config, metavar="JSON",
+                     help="speculative decoding in vLLM's form, e.g. "
+                     "'{\"method\":\"mtp\",\"num_speculative_tokens\":1}' (the method is a label; the acceptance "
+                     "is --spec-acceptance's)")
+    sim.add_argument("--spec-acceptance", type=_acceptance, metavar="A0,A1,...",
+                     help="per draft position, the share of verify steps that accept it (non-increasing, one per "
+                     "speculative token; vLLM's accepted_tokens_per_pos / num_drafts), e.g. 0.8,0.6,0.4; drawn with "
+                     f"--seed (default with --speculative-config: {SPEC_ACCEPTANCE_DEFAULT:g} per position, geometric)")
+    sim.add_argument("--enable-per-request-metrics", action="store_true",
+                     help="vLLM's per-request metrics object on the last streamed chunk and a whole answer")
+    sim.add_argument("--per-request-spec-decode-metrics", choices=("summary", "detailed"),
+                     help="add speculative_decoding to the per-request metrics (detailed: per-step arrays)")
+    sim.add_argument("--enable-prompt-tokens-details", action="store_true",
+                     help="usage.prompt_tokens_details.cached_tokens: the prompt tokens the prefix cache served")
     sim.add_argument("--eos-probability", type=fraction,
                      help="per-token EOS probability when ignore_eos is off (default: the profile's)")
     sim.add_argument("--reasoning", type=length_spec, metavar="SPEC",
@@ -155,6 +198,9 @@ class SimSettings:
     otlp_traces_endpoint: str | None = None
     reasoning: str | None = None
     reasoning_field: str = REASONING_FIELDS[0]
+    per_request_metrics: bool = False
+    spec_metrics: str | None = None
+    prompt_details: bool = False
 
 
 def settings_from_args(a: argparse.Namespace) -> SimSettings:
@@ -168,13 +214,25 @@ def settings_from_args(a: argparse.Namespace) -> SimSettings:
                 "enable_prefix_caching"):
         if getattr(a, key) is not None:
             eng[key] = getattr(a, key)
-    if a.tokens_per_chunk > 1 and (a.spec_accept_rate is not None or a.num_speculative_tokens is not None):
+    spec_cfg = a.speculative_config
+    legacy = a.spec_accept_rate is not None or a.num_speculative_tokens is not None
+    if a.tokens_per_chunk > 1 and (legacy or spec_cfg is not None):
         raise UsageError("--tokens-per-chunk and speculative decoding flags are exclusive")
+    if spec_cfg is not None and legacy:
+        raise UsageError("--speculative-config replaces --num-speculative-tokens/--spec-accept-rate: give one form")
     if a.num_speculative_tokens is not None and a.spec_accept_rate is None:
         raise UsageError("--num-speculative-tokens needs --spec-accept-rate")
-    width, accept = a.tokens_per_chunk, None
+    if a.spec_acceptance is not None and spec_cfg is None:
+        raise UsageError("--spec-acceptance needs --speculative-config")
+    width, accept, per_position = a.tokens_per_chunk, None, None
     if a.spec_accept_rate is not None:
         width, accept = 1 + (a.num_speculative_tokens or 3), a.spec_accept_rate
+    if spec_cfg is not None:
+        k = spec_cfg["num_speculative_tokens"]
+        width = 1 + k
+        per_position = a.spec_acceptance or tuple(SPEC_ACCEPTANCE_DEFAULT ** (i + 1) for i in range(k))
+        if len(per_position) != k:
+            raise UsageError(f"--spec-acceptance gives {len(per_position)} positions; --speculative-config drafts {k}")
     pool_tokens = eng.get("num_gpu_blocks", 4096) * eng.get("block_size", 16)
     if eng.get("max_model_len", 4096) > pool_tokens:
         if a.max_model_len is not None:
@@ -183,7 +241,7 @@ def settings_from_args(a: argparse.Namespace) -> SimSettings:
         notes.append(f"max_model_len lowered from {eng['max_model_len']} to the KV pool size {pool_tokens}")
         eng["max_model_len"] = pool_tokens
     try:
-        sched = SchedulerConfig(decode_width=width, spec_accept_rate=accept, **eng)
+        sched = SchedulerConfig(decode_width=width, spec_accept_rate=accept, spec_acceptance=per_position, **eng)
     except TypeError as e:
         raise UsageError(f"profile {profile.name}: {e}") from None
     model_name = a.served_model_name or profile.served_model_name
@@ -195,6 +253,8 @@ def settings_from_args(a: argparse.Namespace) -> SimSettings:
         eos_probability=profile.eos_probability if a.eos_probability is None else a.eos_probability,
         seed=a.seed, legacy_metrics=a.legacy_metrics, fault_rate=a.fault_rate, fault_kinds=a.fault_kinds,
         batch_cap_at=a.batch_cap_at, notes=notes, reasoning=a.reasoning, reasoning_field=a.reasoning_field,
+        per_request_metrics=a.enable_per_request_metrics, spec_metrics=a.per_request_spec_decode_metrics,
+        prompt_details=a.enable_prompt_tokens_details,
     )
 
 
@@ -234,6 +294,9 @@ def build_app(s: SimSettings) -> tuple[SimApp, Engine]:
                  np.random.default_rng(seeds[3]), make_registry(collector), faults, batcher, render)
     app.reasoning = parse_spec(s.reasoning) if s.reasoning else None
     app.reasoning_field = s.reasoning_field
+    app.per_request_metrics, app.spec_metrics, app.prompt_details = (s.per_request_metrics, s.spec_metrics,
+                                                                     s.prompt_details)
+    sched.spec_detailed = s.spec_metrics == "detailed"
     if s.otlp_traces_endpoint:
         engine.tracer = SimTracer(s.otlp_traces_endpoint).start()
     return app, engine

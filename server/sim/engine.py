@@ -81,7 +81,9 @@ class Engine:
     def gauges(self) -> dict:
         s = self.sched
         return {"running": len(s.running), "waiting": len(s.waiting), "kv_usage": s.pool.usage,
-                "preemptions": s.num_preemptions, "prefix_queries": s.prefix_queries, "prefix_hits": s.prefix_hits}
+                "preemptions": s.num_preemptions, "prefix_queries": s.prefix_queries, "prefix_hits": s.prefix_hits,
+                "spec": (s.spec_drafts, s.spec_draft_tokens, s.spec_accepted, s.spec_per_pos) if s.spec_per_pos
+                else None}
 
     def stop(self) -> None:
         self._stopping = True

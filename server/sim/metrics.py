@@ -151,6 +151,8 @@ class SimCollector:
         for reason, n in m.success.items():
             ok.add_metric([*self.values, reason], n)
         yield ok
+        if live.get("spec") is not None:
+            yield from self._spec(*live["spec"])
         for name, doc, attr in HISTOGRAMS:
             yield self._hist(name, doc, getattr(m, attr))
         if self.legacy:
@@ -160,6 +162,17 @@ class SimCollector:
                                  labels=list(self.cache_info))
         info.add_metric(list(self.cache_info.values()), 1.0)
         yield info
+
+    def _spec(self, drafts: int, draft_tokens: int, accepted: int, per_pos: list[int]) -> Iterator:
+        """vLLM's four speculative-decoding counters (vllm/v1/spec_decode/metrics.py: names, help, labels)."""
+        yield self._counter("vllm:spec_decode_num_drafts", "Number of spec decoding drafts.", drafts)
+        yield self._counter("vllm:spec_decode_num_draft_tokens", "Number of draft tokens.", draft_tokens)
+        yield self._counter("vllm:spec_decode_num_accepted_tokens", "Number of accepted tokens.", accepted)
+        pos = CounterMetricFamily("vllm:spec_decode_num_accepted_tokens_per_pos", "Accepted tokens per draft position.",
+                                  labels=[*self.labels, "position"])
+        for i, n in enumerate(per_pos):
+            pos.add_metric([*self.values, str(i)], n)
+        yield pos
 
     def _hist(self, name: str, doc: str, h: Hist) -> HistogramMetricFamily:
         fam = HistogramMetricFamily(name, doc, labels=self.labels)

@@ -58,6 +58,11 @@ class SimRequest:
     num_preemptions: int = 0
     cached_prompt_tokens: int = 0
     finish_reason: str | None = None
+    spec_hist: list[int] | None = None
+    """Speculating: verify steps per accepted draft count j (vLLM's ``acceptance_histogram``); None otherwise."""
+    spec_drafted: int = 0
+    spec_per_step: list[tuple[int, int]] | None = None
+    """(accepted, drafted) of each verify step, in order (``per_step_accepted`` / ``per_step_drafted``)."""
 
     @property
     def num_output(self) -> int:
@@ -95,6 +100,21 @@ class SchedulerConfig:
     """Tokens scheduled per decode step: --tokens-per-chunk K, or 1 + --num-speculative-tokens."""
     spec_accept_rate: float | None = None
     """When set, each draft token is accepted with this probability (stop at the first rejection)."""
+    spec_acceptance: tuple[float, ...] | None = None
+    """Per draft position i, the share of verify steps that accept it (non-increasing; vLLM's
+    ``accepted_tokens_per_pos / num_drafts``); wins over ``spec_accept_rate`` (which is ``(p, p², p³, ...)``)."""
+
+    @property
+    def acceptance(self) -> tuple[float, ...] | None:
+        """The per-position acceptance model, None when not speculating."""
+        k = self.decode_width - 1
+        if k < 1:
+            return None
+        if self.spec_acceptance is not None:
+            return self.spec_acceptance
+        if self.spec_accept_rate is None:
+            return None
+        return tuple(self.spec_accept_rate ** (i + 1) for i in range(k))
 
 
 class TokenIds:
@@ -128,6 +148,13 @@ class Scheduler:
         self.prefix_hits = 0
         self._accept = self._acceptance_table(cfg, rng or np.random.default_rng(0))
         self._accept_i = 0
+        self.spec_drafts = 0
+        """Verify steps that checked drafts (``vllm:spec_decode_num_drafts``)."""
+        self.spec_draft_tokens = 0
+        self.spec_accepted = 0
+        self.spec_per_pos = [0] * (cfg.decode_width - 1) if self._accept is not None else []
+        self.spec_detailed = False
+        """Keep each request's per-step record (``--per-request-spec-decode-metrics detailed``)."""
 
     # ---- queue management -------------------------------------------------------------------
     def add(self, req: SimRequest) -> None:
@@ -256,7 +283,12 @@ class Scheduler:
                 if (nc + n) // bs > req.num_cached_blocks:
                     self._cache_full_blocks(req)
                 continue
-            k = self._accepted(n) if nc == n_known - 1 else 1
+            if nc == n_known - 1:
+                k = self._accepted(n)
+                if n > 1 and self._accept is not None:
+                    self._verified(req, n - 1, k - 1)
+            else:
+                k = 1
             n_out = n_known - req.num_prompt
             left = req.stop_at - n_out
             if k >= left:
@@ -326,12 +358,32 @@ class Scheduler:
             req.blocks = []
         req.num_cached_blocks = 0
 
+    def _verified(self, req: SimRequest, drafted: int, accepted: int) -> None:
+        """Count one verify step of ``req``: the engine's counters and the request's own record."""
+        self.spec_drafts += 1
+        self.spec_draft_tokens += drafted
+        self.spec_accepted += accepted
+        per = self.spec_per_pos
+        for i in range(accepted):
+            per[i] += 1
+        if req.spec_hist is None:
+            req.spec_hist = [0] * (len(per) + 1)
+            req.spec_per_step = [] if self.spec_detailed else None
+        req.spec_hist[accepted] += 1
+        req.spec_drafted += drafted
+        if req.spec_per_step is not None:
+            req.spec_per_step.append((accepted, drafted))
+
     @staticmethod
     def _acceptance_table(cfg: SchedulerConfig, rng: np.random.Generator) -> list[int] | None:
-        """Pre-drawn emitted-token counts per decode step (1 + accepted drafts) when speculating."""
-        if cfg.spec_accept_rate is None or cfg.decode_width <= 1:
+        """Pre-drawn emitted-token counts per decode step (1 + accepted drafts) when speculating: draft position i
+        is accepted, given every earlier one was, with probability ``a[i] / a[i - 1]``, so the share of steps
+        accepting it is ``a[i]`` (:attr:`SchedulerConfig.acceptance`)."""
+        a = cfg.acceptance
+        if a is None:
             return None
-        drafts = rng.random((4096, cfg.decode_width - 1)) < cfg.spec_accept_rate
+        cond = np.array([a[0], *(a[i] / a[i - 1] if a[i - 1] > 0 else 0.0 for i in range(1, len(a)))])
+        drafts = rng.random((4096, len(a))) < cond
         return (1 + np.cumprod(drafts, axis=1).sum(axis=1)).astype(int).tolist()
 
     def _accepted(self, scheduled: int) -> int:
