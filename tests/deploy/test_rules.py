@@ -162,6 +162,7 @@ def test_alerts_carry_severity_and_text():
         "LLMServerPreemptionStorm",
         "LLMHighErrorRate",
         "LoadGeneratorStoppedReporting",
+        "SpeculativeAcceptanceLow",
     }
     for name, rule in _alerts().items():
         assert rule["labels"]["severity"] in {"warning", "critical"}, name
