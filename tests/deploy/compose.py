@@ -16,7 +16,7 @@ from tests.requires import require_tool
 from tests.support import ROOT
 
 COMPOSE_FILE = ROOT / "docker-compose.yml"
-PROFILES = ("sim", "gpu")
+PROFILES = ("sim", "gpu", "gpu-mtp")
 
 
 def docker_compose() -> str:

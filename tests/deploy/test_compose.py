@@ -31,6 +31,7 @@ def test_a_broken_file_is_rejected(tmp_path):
 def test_profiles_pick_the_server():
     assert active_services(rendered("sim"), "sim") == COMMON | {"sim"}
     assert active_services(rendered("gpu"), "gpu") == COMMON | {"vllm", "gpu-exporter"}
+    assert active_services(rendered("gpu-mtp"), "gpu-mtp") == COMMON | {"vllm-mtp", "gpu-exporter"}
 
 
 @pytest.mark.parametrize("profile", PROFILES)
@@ -67,6 +68,16 @@ def test_vllm_runs_the_seeds_configuration_on_reserved_gpus():
     assert devices and devices[0]["driver"] == "nvidia" and "gpu" in devices[0]["capabilities"]
     gpu = cfg["services"]["gpu-exporter"]["deploy"]["resources"]["reservations"]["devices"]
     assert gpu and "gpu" in gpu[0]["capabilities"]
+
+
+def test_the_mtp_profile_serves_speculation_and_the_in_band_record():
+    cfg = rendered("gpu-mtp")
+    argv = command(cfg, "vllm-mtp")
+    assert option(argv, "--speculative-config") == '{"method":"mtp","num_speculative_tokens":1}'
+    assert "--enable-per-request-metrics" in argv and option(argv, "--per-request-spec-decode-metrics") == "summary"
+    assert option(argv, "--model").startswith("deepseek-ai/DeepSeek-") and option(argv, "--port") == "8000"
+    assert "llm-server" in cfg["services"]["vllm-mtp"]["networks"]["default"]["aliases"]
+    assert cfg["services"]["vllm-mtp"]["image"] == cfg["services"]["vllm"]["image"]
 
 
 def test_locust_master_and_workers_agree():

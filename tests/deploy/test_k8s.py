@@ -8,6 +8,7 @@ metric they share are checked together. (No cluster here.)"""
 
 from __future__ import annotations
 
+import json
 import re
 import runpy
 import shutil
@@ -154,6 +155,7 @@ VARIANTS = {
     "base": (),
     "sim+monitoring": ("sim.yaml", "monitoring.yaml"),
     "vllm+hpa+monitoring": ("vllm.yaml", "hpa.yaml", "monitoring.yaml", "prometheus-rules.yaml"),
+    "vllm-mtp+monitoring": ("vllm-mtp.yaml", "monitoring.yaml"),
 }
 
 
@@ -461,3 +463,16 @@ def test_prometheus_rule_is_the_rule_files_current_copy(tmp_path):
     promtool = require_tool("promtool", "prometheus")
     proc = subprocess.run([promtool, "check", "rules", str(extracted)], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_the_mtp_variant_serves_speculation_and_the_in_band_record():
+    """vllm-mtp.yaml: a DeepSeek-V3/R1-class model with MTP drafts and the per-request record the users read."""
+    d = _deployment("llm-server-vllm-mtp")
+    (c,) = d["spec"]["template"]["spec"]["containers"]
+    args = c["args"]
+    assert option(args, "--speculative-config") == '{"method":"mtp","num_speculative_tokens":1}'
+    assert json.loads(option(args, "--speculative-config")) == {"method": "mtp", "num_speculative_tokens": 1}
+    assert "--enable-per-request-metrics" in args and option(args, "--per-request-spec-decode-metrics") == "summary"
+    assert option(args, "--model").startswith("deepseek-ai/DeepSeek-") and option(args, "--tensor-parallel-size") == "8"
+    assert c["resources"]["limits"]["nvidia.com/gpu"] == 8
+    assert d["spec"]["template"]["metadata"]["labels"]["app.kubernetes.io/name"] == "llm-server"
