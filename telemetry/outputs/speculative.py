@@ -22,6 +22,8 @@ synthetic — their acceptance is not that of real traffic.
 
 from __future__ import annotations
 
+import math
+
 from telemetry.measure.recorder import Recorder
 from telemetry.measure.view import RunView
 from telemetry.outputs.summary import counter_delta
@@ -126,8 +128,10 @@ def speculative_section(view: RunView, _summary: dict | None = None) -> dict | N
     if head is None:
         return None
     stages = []
-    for st, start, end in view.stage_spans():
-        s_source, s_head = _headline(counter_figures(series, start, end),
+    spans = view.stage_spans()
+    for i, (st, start, end) in enumerate(spans):
+        last = i == len(spans) - 1  # the last stage's counters run to the final scrape at quit
+        s_source, s_head = _headline(counter_figures(series, start, math.inf if last else end),
                                      in_band_figures(view.merged.select(stage=st.name)))
         stages.append({"name": st.name, "source": s_source,
                        **{k: (s_head or {}).get(k) for k in ("acceptance_rate", "mean_acceptance_length")},
