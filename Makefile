@@ -61,16 +61,16 @@ run: bytecode
 # make builds once
 test:
 	$(MAKE) --no-print-directory -j3 bytecode system-deps vllm-env
-	REQUIRE_VLLM=1 REQUIRE_SYSTEM_TOOLS=1 $(BIN)/python -m pytest -q -p no:cacheprovider -n $(TEST_PROCS) --dist loadgroup --durations=30 -m "not long" tests
+	REQUIRE_VLLM=1 REQUIRE_SYSTEM_TOOLS=1 $(BIN)/python -m pytest -q -p no:cacheprovider -n $(TEST_PROCS) --durations=30 -m "not long" tests
 
 test-fast: bytecode system-deps
-	REQUIRE_SYSTEM_TOOLS=1 $(BIN)/python -m pytest -q -p no:cacheprovider -n $(TEST_PROCS) --dist loadgroup -m "not vllm and not long" tests
+	REQUIRE_SYSTEM_TOOLS=1 $(BIN)/python -m pytest -q -p no:cacheprovider -n $(TEST_PROCS) -m "not vllm and not long" tests
 
 test-vllm: bytecode vllm-env
 	REQUIRE_VLLM=1 $(BIN)/python -m pytest -q -p no:cacheprovider -m "vllm and not long" tests
 
 test-long: bytecode system-deps
-	REQUIRE_SYSTEM_TOOLS=1 $(BIN)/python -m pytest -q -p no:cacheprovider -n $(TEST_PROCS) --dist loadgroup -m long tests
+	REQUIRE_SYSTEM_TOOLS=1 $(BIN)/python -m pytest -q -p no:cacheprovider -n $(TEST_PROCS) -m long tests
 
 # The real vLLM CPU engine in its own venv and the tiny DeepSeek-tokenizer model (both once).
 vllm-env: install

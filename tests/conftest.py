@@ -24,7 +24,7 @@ from pathlib import Path
 import gevent.subprocess
 import pytest
 import pytest_timeout  # noqa: F401  the plugin must be installed: without it a hang would stall the suite
-import xdist  # noqa: F401  make test spreads the suite over processes (-n, --dist loadgroup): see ENGINE_GROUP
+import xdist  # noqa: F401  make test spreads the suite over processes (-n): see ENGINE_TESTS
 
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
@@ -57,9 +57,10 @@ QUICK_TIMEOUT_S = 120
 """A test that starts no real process: seconds of work at most, even on a loaded 2-core box."""
 
 
-ENGINE_GROUP = "vllm-engine"
-"""The xdist group of every real-engine test: one worker runs them all, in order, so the package-scoped engine pool
-(tests/vllm/conftest.py) starts the engine once for the suite, as it does without xdist."""
+ENGINE_TESTS = "tests/vllm/"
+"""Where every real-engine test lives (marker ``vllm``). Under xdist they form one work unit (EngineGroupScheduling):
+one worker runs them all, in order, so the package-scoped engine pool (tests/vllm/conftest.py) starts the engine once
+for the suite, as it does without xdist."""
 
 
 def _schedule_rank(item) -> int:
@@ -74,9 +75,21 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if item.get_closest_marker("timeout") is None and item.get_closest_marker("slow") is None:
             item.add_marker(pytest.mark.timeout(QUICK_TIMEOUT_S))
-        if item.get_closest_marker("vllm") is not None:
-            item.add_marker(pytest.mark.xdist_group(ENGINE_GROUP))
+        if item.get_closest_marker("vllm") is not None and not item.nodeid.startswith(ENGINE_TESTS):
+            raise pytest.UsageError(f"{item.nodeid}: a real-engine test (marker vllm) belongs in {ENGINE_TESTS}")
     items.sort(key=_schedule_rank)  # stable: the engine tests keep their file order (tests/vllm/test_a_… first)
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """xdist's load scheduling, but with the real-engine tests as one work unit (xdist's own ``xdist_group`` marks are
+    lost under pytest 9, whose node ids no longer read the ``_nodeid`` xdist rewrites)."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class EngineGroupScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return ENGINE_TESTS if nodeid.startswith(ENGINE_TESTS) else nodeid
+
+    return EngineGroupScheduling(config, log)
 
 
 QUICK_COMMANDS = {"git"}
