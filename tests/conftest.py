@@ -81,14 +81,18 @@ def pytest_collection_modifyitems(config, items):
 
 
 def pytest_xdist_make_scheduler(config, log):
-    """xdist's load scheduling, but with the real-engine tests as one work unit (xdist's own ``xdist_group`` marks are
-    lost under pytest 9, whose node ids no longer read the ``_nodeid`` xdist rewrites)."""
+    """xdist's scope scheduling: a test module is one work unit, so its module-scoped fixtures (a simulator, a
+    300-request master + workers run) start once and tests that share a server's state (a fault every 5th request)
+    see it in their file's order; the real-engine package is one unit too. Units go out in the collection order
+    above (not xdist's largest-first), the engine first. (xdist's own ``xdist_group`` marks are lost under pytest 9,
+    whose node ids no longer read the ``_nodeid`` xdist rewrites.)"""
     from xdist.scheduler import LoadScopeScheduling
 
     class EngineGroupScheduling(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
-            return ENGINE_TESTS if nodeid.startswith(ENGINE_TESTS) else nodeid
+            return ENGINE_TESTS if nodeid.startswith(ENGINE_TESTS) else nodeid.split("::", 1)[0]
 
+    config.option.loadscopereorder = False
     return EngineGroupScheduling(config, log)
 
 
