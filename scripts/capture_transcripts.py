@@ -89,7 +89,24 @@ REASONING_CASES: dict[str, Case] = {
         "/v1/chat/completions", _chat(stream=False, **_GEN), "R1 reasoning parser (deepseek_r1), chat, not streamed"
     ),
 }
-SETS = {"plain": (CASES, ()), "reasoning": (REASONING_CASES, REASONING_PARSER)}
+_GREEDY = {"max_tokens": 48, "ignore_eos": True, "temperature": 0}
+SPECULATIVE_CASES: dict[str, Case] = {
+    "spec_chat_continuous": Case(
+        "/v1/chat/completions", _chat(stream=True, **_GREEDY, **_CONTINUOUS),
+        "ngram speculation (3 drafts) at temperature 0, per-request metrics (detailed) and prompt tokens details: "
+        "multi-token chunks, the last chunk's metrics.speculative_decoding and usage.prompt_tokens_details",
+    ),
+    "spec_chat_whole": Case(
+        "/v1/chat/completions", _chat(stream=False, **_GREEDY), "the same, not streamed: metrics in the body",
+    ),
+}
+"""Captured from a server with tests/vllm/engine.py's SPEC_FLAGS (ngram, detailed per-request spec metrics)."""
+SPECULATIVE = ("--speculative-config",
+               '{"method":"ngram","num_speculative_tokens":3,"prompt_lookup_max":4,"prompt_lookup_min":2}',
+               "--per-request-spec-decode-metrics", "detailed")
+"""== tests.vllm.engine.SPEC_FLAGS (a test holds them equal); this script does not import the tests at load."""
+SETS = {"plain": (CASES, ()), "reasoning": (REASONING_CASES, REASONING_PARSER),
+        "speculative": (SPECULATIVE_CASES, SPECULATIVE)}
 
 
 def capture(url: str, model: str, case: Case) -> tuple[bytes, dict]:

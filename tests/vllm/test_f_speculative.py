@@ -1,4 +1,4 @@
-"""The real vLLM CPU engine speculating (ngram prompt lookup, 3 drafts; tests/vllm/engine.py ENGINE_FLAGS) at
+"""The real vLLM CPU engine speculating (ngram prompt lookup, 3 drafts; tests/vllm/engine.py SPEC_FLAGS) at
 temperature 0, where the tiny model loops and drafts are accepted: the in-band records of the request log add up
 to the engine's own counters exactly, the summary's acceptance is theirs, and the tail composition comes from the
 in-band records with no collector."""
@@ -11,6 +11,8 @@ import urllib.request
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from tests.vllm.conftest import SHARED_KV
+from tests.vllm.engine import SPEC_FLAGS
 from tests.vllm.locust_run import run_local
 
 pytestmark = [pytest.mark.vllm, pytest.mark.slow]
@@ -28,7 +30,14 @@ def _spec(url: str) -> dict:
     return {f: sum(s.value for s in samples if s.name == name) for f, name in NAMES.items()}
 
 
-def test_in_band_records_add_up_to_the_engines_counters(vllm_server, tmp_path):
+@pytest.fixture
+def vllm_spec(engine_pool):
+    """The tiny model speculating: a server of its own, started once, after the shared one (this module runs last)."""
+    return engine_pool.serve(SHARED_KV, SPEC_FLAGS)
+
+
+def test_in_band_records_add_up_to_the_engines_counters(vllm_spec, tmp_path):
+    vllm_server = vllm_spec
     log = tmp_path / "requests.jsonl"
     before = _spec(vllm_server.url)
     run = run_local(vllm_server.url, tmp_path, "StreamingChatUser", users=2, seconds=8,
