@@ -7,11 +7,19 @@ buys only queueing.
     verdict([{"name": "users=8", "users": 8, "output_per_s": 900, "ttft_ms": {"p99": 210}, "requests": 80},
              {"name": "users=16", "users": 16, "output_per_s": 920, "ttft_ms": {"p99": 480}, "requests": 90}])
     -> {"stage": "users=16", "reason": "users=16: output 920 tok/s is +2.2% over users=8 (< 5%) while ..."}
+
+Within one stage (a capacity search's probe, held at one load), over-saturation is the same rule over the stage's
+trailing windows (:func:`over_saturated`): the output rate stays flat (gains < 5 % from the first window to the
+last) while TTFT p50 climbs window after window — the queue grows without bound, so the load cannot be held.
 """
 
 from __future__ import annotations
 
 MIN_GAIN = 0.05
+OVERSAT_WINDOWS = 3
+"""A stage is judged over-saturated over this many trailing windows (its hold so far, cut in equal parts)."""
+OVERSAT_TTFT_GROWTH = 1.5
+"""...when TTFT p50 rises in each of them and ends at least this multiple of the first window's."""
 
 
 def _measured(stages: list[dict]) -> list[dict]:
@@ -63,3 +71,23 @@ def verdict(stages: list[dict]) -> dict:
 def section(_view, summary: dict) -> dict:
     """The ``saturation`` summary section: the verdict over the summary's per-stage rows (``summary["stages"]``)."""
     return verdict(summary.get("stages") or [])
+
+
+def over_saturated(windows: list[dict]) -> str | None:
+    """Why a stage held at one load is over-saturated, or None: ``windows`` in time order, each ``{"start_s",
+    "end_s", "requests", "output_per_s", "ttft_p50_ms"}`` (the stage's trailing windows, complete ones only).
+    Over the last :data:`OVERSAT_WINDOWS` with requests, output tok/s gains < :data:`MIN_GAIN` while TTFT p50 rises
+    in every window, to at least :data:`OVERSAT_TTFT_GROWTH` x the first."""
+    rows = [w for w in windows if w.get("requests") and w.get("output_per_s") and w.get("ttft_p50_ms")]
+    if len(rows) < OVERSAT_WINDOWS:
+        return None
+    rows = rows[-OVERSAT_WINDOWS:]
+    first, last = rows[0], rows[-1]
+    gain = last["output_per_s"] / first["output_per_s"] - 1.0
+    ttfts = [w["ttft_p50_ms"] for w in rows]
+    climbing = all(b > a for a, b in zip(ttfts, ttfts[1:], strict=False))
+    if gain >= MIN_GAIN or not climbing or ttfts[-1] < OVERSAT_TTFT_GROWTH * ttfts[0]:
+        return None
+    return (f"over-saturated: output {first['output_per_s']:.0f} -> {last['output_per_s']:.0f} tok/s ({gain:+.1%}, "
+            f"< {MIN_GAIN:.0%}) while TTFT p50 climbed {' -> '.join(f'{t:.0f}' for t in ttfts)} ms over "
+            f"{first['start_s']:.1f}-{last['end_s']:.1f} s")
