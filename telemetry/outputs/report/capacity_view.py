@@ -143,7 +143,9 @@ def capacity(s: Mapping) -> str:
              f"{num(cap.get('goodput_rps'), 2)} req/s · output {num(cap.get('output_per_s'))} tok/s"
              f" · {num(cap.get('output_per_s_per_gpu'))} tok/s per GPU · "
              f"${num(cap.get('usd_per_million_output_tokens'), 3)} per million output tokens · "
-             f"{num(cap.get('energy_j_per_output_token'), 3)} J per output token")
+             + (f"{cap['energy_j_per_output_token']:.3g} J per output token"
+                if isinstance(cap.get("energy_j_per_output_token"), int | float)
+                else f"no energy per token ({cap.get('energy_note') or 'no GPU energy reading'})"))
     parts = [f"<p><b>{escape(str(cap.get('statement') or ''))}</b></p>", note(facts)]
     charts = capacity_charts(s)
     if charts:
