@@ -59,7 +59,8 @@ JUDGE_GRACE_S = 1.0
 JUDGE_WAIT_S = 20.0
 """Most seconds the shape waits for every process to report past a probe's end before judging what it has."""
 EARLY_MIN_REQUESTS = 10
-"""A probe stops early only once this many of its requests are in (a few slow first requests are no verdict)."""
+"""A probe stops early on a breach only once this many of its requests are in (a few slow first requests are no
+verdict), as over-saturated only once its windows hold this many."""
 EARLY_BREACH_FACTOR = 1.5
 """...and one objective is past this multiple of its threshold, after a third of the hold."""
 
@@ -347,16 +348,19 @@ class SloSearchShape(SweepShape):
         if held < p.step.duration / 3:
             return False
         v = self.board.judge(p.step.stage.name, None, windows=OVERSAT_WINDOWS)
-        if (v.get("requests") or 0) < EARLY_MIN_REQUESTS:
-            return False
         worst = [c for c in v.get("checks") or []
                  if c["value"] is not None and c["value"] > c["threshold"] * EARLY_BREACH_FACTOR]
+        windows = v.get("windows") or []
+        if (v.get("requests") or 0) < EARLY_MIN_REQUESTS:
+            worst = []  # a few slow first requests are no verdict
+        if sum(w.get("requests") or 0 for w in windows) < EARLY_MIN_REQUESTS:
+            windows = []  # (the windows count every request ending in them: a deep queue finishes few of the probe's)
         if worst:
             c = worst[0]
             p.early = {"at_s": held, "why": "slo_breach", "slo": c["name"], "value": c["value"],
                        "threshold": c["threshold"],
                        "reason": f"{c['name']} {c['value']:.4g} > {EARLY_BREACH_FACTOR:g} x {c['threshold']:g}"}
-        elif (why := over_saturated(v.get("windows") or [])) is not None:
+        elif (why := over_saturated(windows)) is not None:
             p.early = {"at_s": held, "why": "over_saturated", "slo": None, "value": None, "threshold": None,
                        "reason": why, "windows": v["windows"]}
         if p.early is not None:
