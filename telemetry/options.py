@@ -112,7 +112,8 @@ def add_arguments(parser) -> None:
         default=None,
         include_in_web_ui=False,
         help="The server host's GPU metrics (python -m server.gpu_exporter, or NVIDIA's DCGM exporter): the summary's "
-        "server_env.gpu names each GPU with its memory total and the peak memory used during the run",
+        "server_env.gpu names each GPU with its memory total and the peak memory used during the run; with an energy "
+        "counter, --shape slo-search's capacity.energy_j_per_output_token",
     )
     a(
         "--llm-baseline",

@@ -306,7 +306,7 @@ def test_dcgm_exporter_metrics_parse():
     page = ('DCGM_FI_DEV_FB_USED{gpu="0",UUID="GPU-1",modelName="NVIDIA H100 80GB HBM3"} 1024\n'
             'DCGM_FI_DEV_FB_FREE{gpu="0",UUID="GPU-1",modelName="NVIDIA H100 80GB HBM3"} 80000\n')
     assert parse_gpu_metrics(page) == {"0": {"name": "NVIDIA H100 80GB HBM3", "used": 1024 * 1024**2,
-                                             "free": 80000 * 1024**2, "total": 81024 * 1024**2}}
+                                             "free": 80000 * 1024**2, "total": 81024 * 1024**2, "energy_j": None}}
 
 
 def test_num_requests_run_with_a_lost_worker_ends_when_the_survivor_is_done(sim, tmp_path):

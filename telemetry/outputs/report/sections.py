@@ -15,6 +15,7 @@ from html import escape
 
 from telemetry.metrics import BY_KEY, having
 from telemetry.outputs.report.attribution_view import attribution
+from telemetry.outputs.report.capacity_view import capacity
 from telemetry.outputs.report.fmt import badge, ms, num, ratio, table
 from telemetry.outputs.report.parts import Q_KEYS, figure, note, q_row, qv, section
 from telemetry.outputs.report.svg import PALETTE, Marker, Series, line_chart
@@ -236,6 +237,7 @@ def versions(s: Mapping) -> str:
 
 SECTIONS: dict[str, Callable[[Mapping], str]] = {
     "overview": overview,
+    "capacity": capacity,
     "latency": latency,
     "stages": stages,
     "distributions": distributions,
