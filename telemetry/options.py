@@ -9,6 +9,7 @@ import argparse
 from pathlib import Path
 
 from telemetry.compare import CompareError, load
+from telemetry.measure.targets import targets_or_off
 from telemetry.slo import NO_PRESET, PRESET_CHOICES
 from workload.argtypes import (
     fraction,
@@ -142,12 +143,13 @@ def add_arguments(parser) -> None:
     )
     a(
         "--server-metrics-url",
-        type=url_or_off,
-        metavar="URL",
+        type=targets_or_off,
+        metavar="URL[,URL...]",
         env_var="LOCUST_SERVER_METRICS_URL",
         default=None,
         include_in_web_ui=False,
-        help="The server's Prometheus endpoint to scrape (default <host>/metrics; 'off')",
+        help="The servers' Prometheus endpoints to scrape, one per replica, each kept per target and per engine; "
+        "an item prefill=URL or decode=URL names a disaggregated server's role (default <host>/metrics; 'off')",
     )
     a(
         "--server-metrics-interval",

@@ -31,7 +31,7 @@ import gevent
 from locust.runners import MasterRunner
 from prometheus_client.parser import text_string_to_metric_families
 
-from telemetry.measure.scraper import metrics_url
+from telemetry.measure.targets import metrics_url
 from telemetry.measure.view import RunView
 from users.options import RESOLVED_SALT
 from users.settings import api_key_of
