@@ -30,7 +30,7 @@ SERVER_METRICS_INTERVAL_DEFAULT = 2.0
 """--server-metrics-interval: seconds between scrapes of the server's /metrics."""
 LLM_STOP_ON_DEFAULT = None
 """--llm-stop-on: the live detectors that end the run when they fire (none)."""
-STOP_ON_CHOICES = ("batching", "slo", "saturation")
+STOP_ON_CHOICES = ("batching", "slo", "saturation", "imbalance")
 """What --llm-stop-on may name (telemetry/control/detectors.py)."""
 LLM_PROGRESS_INTERVAL_DEFAULT = 10.0
 """--llm-progress-interval: seconds between live progress lines of a headless run (0 = off)."""
@@ -219,7 +219,8 @@ def add_arguments(parser) -> None:
         help="End the run when a live detector fires: batching (collapse rule on the trailing windows), slo "
         "(TTFT/ITL/error-rate SLO over the trailing windows); the summary's detectors section says why; "
         "saturation ends a concurrency or rate sweep after an over-saturated stage (output tok/s +<5 %% while TTFT "
-        "p99 grows; the saturation section's stopped_sweep says which)",
+        "p99 grows; the saturation section's stopped_sweep says which); imbalance (one engine of the fleet off "
+        "the others for --imbalance-windows windows)",
     )
     a(
         "--attribution-window",

@@ -111,11 +111,11 @@ class SimCollector:
     """Yields vLLM's metric families from the engine's live state (a prometheus_client custom collector)."""
 
     def __init__(self, metrics: EngineMetrics, gauges: Callable[[], dict], model_name: str,
-                 cache_info: dict[str, str], legacy: bool = False):
+                 cache_info: dict[str, str], legacy: bool = False, engine: str = "0"):
         self.m = metrics
         self.gauges = gauges
         self.labels = ["model_name", "engine"]
-        self.values = [model_name, "0"]
+        self.values = [model_name, engine]
         self.cache_info = cache_info
         self.legacy = legacy
 

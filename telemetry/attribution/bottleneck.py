@@ -3,6 +3,9 @@ whole run is saturated (then no window stands out against the median and the spi
 
 Rules, first match wins (each names its figures in ``evidence``):
 
+0. ``engine_imbalance`` — one engine (a data-parallel rank or a replica) stayed off the rest of the fleet
+   (:mod:`telemetry.attribution.imbalance`): the fleet's figures are a mean that hides it, so it comes first;
+   the verdict names it in ``engine``.
 1. ``kv_cache`` — the server's KV cache stays full: usage mean >= 0.8, or preemptions with usage max >= 0.95.
 2. ``batching_collapse`` — the batching-failure verdict (batch size fell while TTFT p99 rose).
 3. ``queueing`` / ``prefill`` / ``client`` — the part of the client TTFT that dominates (>= 50 %): from the
@@ -40,7 +43,11 @@ def _mean_shares(decomposition: dict | None) -> dict[str, float]:
     return {k: max(v, 0.0) / client for k, v in parts.items() if v is not None}
 
 
-def verdict(server: dict | None, batching: dict | None, decomposition: dict | None, tail: dict | None) -> dict:
+def verdict(server: dict | None, batching: dict | None, decomposition: dict | None, tail: dict | None,
+            imbalance: dict | None = None) -> dict:
+    if imbalance:
+        return {"cause": "engine_imbalance", "engine": imbalance["engine"], "evidence": imbalance["evidence"],
+                "source": "server_metrics"}
     server = server or {}
     kv = server.get("kv_cache_usage") or {}
     kv_mean, kv_max = kv.get("mean"), kv.get("max")

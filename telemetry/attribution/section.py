@@ -5,7 +5,8 @@
 Keys (docs/summary.schema.json, plus extras): ``window_s``; ``spikes`` (see :mod:`~telemetry.attribution.spikes`);
 ``batching_failure`` (``verdict``, ``flagged_windows``, and ``baseline`` / ``failed_at_s`` / ``rule``);
 ``decomposition`` (whole run: Q objects, ``remainder_ms``, ``statement``, and ``stages`` — the same per
-stage); extras ``spike_factor`` and ``windows`` (one row per window, client and server side by side,
+stage); ``imbalance`` (the first streak of an engine off the fleet, :mod:`~telemetry.attribution.imbalance`, or
+null); extras ``spike_factor`` and ``windows`` (one row per window, client and server side by side,
 for the report).
 """
 
@@ -16,10 +17,13 @@ from dataclasses import asdict, dataclass
 
 from telemetry.attribution.batching import BatchingRule, detect
 from telemetry.attribution.decompose import decompose
+from telemetry.attribution.imbalance import ImbalanceRule, first_streak
 from telemetry.attribution.options import (
     BATCHING_P99_RISE_DEFAULT,
     BATCHING_SIZE_RATIO_DEFAULT,
     BATCHING_WINDOWS_DEFAULT,
+    IMBALANCE_FACTOR_DEFAULT,
+    IMBALANCE_WINDOWS_DEFAULT,
     SPIKE_FACTOR_DEFAULT,
 )
 from telemetry.attribution.source import client_windows, server_deltas, server_samples
@@ -34,6 +38,7 @@ class AttributionConfig:
     window_s: float = ATTRIBUTION_WINDOW_DEFAULT
     batching: BatchingRule = BatchingRule()
     spikes: SpikeRule = SpikeRule()
+    imbalance: ImbalanceRule = ImbalanceRule()
 
     @classmethod
     def from_options(cls, options) -> AttributionConfig:
@@ -50,7 +55,10 @@ class AttributionConfig:
             baseline_windows=int(opt("batching_windows", BATCHING_WINDOWS_DEFAULT)),
         )
         spikes = SpikeRule(factor=float(opt("spike_factor", SPIKE_FACTOR_DEFAULT)), size_ratio=rule.size_ratio)
-        return cls(window_s=float(opt("attribution_window", ATTRIBUTION_WINDOW_DEFAULT)), batching=rule, spikes=spikes)
+        imbalance = ImbalanceRule(factor=float(opt("imbalance_factor", IMBALANCE_FACTOR_DEFAULT)),
+                                  consecutive=int(opt("imbalance_windows", IMBALANCE_WINDOWS_DEFAULT)))
+        return cls(window_s=float(opt("attribution_window", ATTRIBUTION_WINDOW_DEFAULT)), batching=rule, spikes=spikes,
+                   imbalance=imbalance)
 
 
 def window_rows(windows: list[Window], flagged: set[int]) -> list[dict]:
@@ -108,5 +116,6 @@ def build(view: RunView, config: AttributionConfig) -> dict:
         "spikes": spikes,
         "batching_failure": batching,
         "decomposition": decomposition(view, samples),
+        "imbalance": first_streak(view.server_series, config.window_s, config.imbalance),
         "windows": window_rows(windows, set(batching["flagged_windows"])),
     }

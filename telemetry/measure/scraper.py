@@ -177,6 +177,19 @@ def fleet_sample(engines: dict[str, dict]) -> dict:
     return sample
 
 
+def engine_keys(series: list[dict]) -> list[str]:
+    """Every engine seen in a fleet series, in first-seen order."""
+    keys: dict[str, None] = {}
+    for s in series:
+        keys.update(dict.fromkeys(s.get("engines") or {}))
+    return list(keys)
+
+
+def engine_series(series: list[dict], key: str) -> list[dict]:
+    """One engine's samples (``t`` and its own fields) out of a fleet series."""
+    return [{**s["engines"][key], "t": s["t"]} for s in series if key in (s.get("engines") or {})]
+
+
 def parse_server_metrics(text: str) -> dict:
     """One scrape -> the fleet sample of its engines (:func:`fleet_sample`), engines keyed by their label."""
     engines = parse_engines(text)

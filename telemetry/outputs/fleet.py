@@ -11,6 +11,7 @@ fleet sample adds counters and histograms and averages the KV usage), so an engi
 from __future__ import annotations
 
 from telemetry.attribution.histogram import CumulativeHistogram
+from telemetry.measure.scraper import engine_keys, engine_series
 
 
 def counter_delta(series: list[dict], field: str, start_s: float, end_s: float) -> float | None:
@@ -35,11 +36,6 @@ def _int(value) -> int | None:
         return int(value)
     except (TypeError, ValueError):
         return None
-
-
-def engine_series(series: list[dict], key: str) -> list[dict]:
-    """One engine's samples (``t`` and its own fields) out of the fleet's series."""
-    return [{**s["engines"][key], "t": s["t"]} for s in series if key in (s.get("engines") or {})]
 
 
 def hist_growth(series: list[dict], name: str) -> CumulativeHistogram | None:
@@ -92,14 +88,6 @@ def figures(series: list[dict]) -> dict:
         "generation_tokens": delta("generation_tokens_total"),
         "prefix_cache_hit_rate": hits / queries if queries and hits is not None else None,
     }
-
-
-def engine_keys(series: list[dict]) -> list[str]:
-    """Every engine seen in the series, in first-seen order."""
-    keys: dict[str, None] = {}
-    for s in series:
-        keys.update(dict.fromkeys(s.get("engines") or {}))
-    return list(keys)
 
 
 def engine_entries(series: list[dict]) -> list[dict]:
