@@ -1,11 +1,12 @@
 """Engine imbalance: one engine (a data-parallel rank or a replica) far off the rest of the fleet, window by window.
 
 In each window every engine's figures are read from its own series (the scraper keeps every series per target and
-engine): the most requests waiting, the queue-time p99 and the mean inter-token latency (from the growth of its
-histograms), and the requests it finished. An engine is *flagged* in a window when, against the median of the
-*other* engines (with two engines, the other one):
+engine): the mean of the requests waiting in its scrapes, the queue-time p99 and the mean inter-token latency (from
+the growth of its histograms), and the requests it finished. An engine is *flagged* in a window when, against the
+median of the *other* engines (with two engines, the other one):
 
-- ``waiting``: its waiting max is ``factor`` times theirs and at least ``WAITING_GAP`` requests more;
+- ``waiting``: its mean waiting is ``factor`` times theirs and at least ``WAITING_GAP`` requests more (a mean:
+  a queue that stays, not the moment a burst lands);
 - ``queue_p99_ms``: its queue-time p99 is ``factor`` times theirs and at least ``QUEUE_GAP_MS`` more;
 - ``itl_mean_ms``: its mean inter-token latency is ``factor`` times theirs (a straggling engine);
 - ``finished``: it finished ``factor`` times fewer (or more) requests than they did, when they finished at least
@@ -75,7 +76,7 @@ def window_figures(own: list[dict], start_s: float, end_s: float) -> dict | None
     q99 = queue.quantile(0.99) if queue is not None and queue.count > 0 else None
     itl_mean = itl.mean() if itl is not None and itl.count > 0 else None
     return {
-        "waiting": max(waiting) if waiting else None,
+        "waiting": sum(waiting) / len(waiting) if waiting else None,
         "queue_p99_ms": q99 * 1000.0 if q99 is not None else None,
         "itl_mean_ms": itl_mean * 1000.0 if itl_mean is not None else None,
         "finished": (b - a if b >= a else b) if a is not None and b is not None else None,
