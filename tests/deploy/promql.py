@@ -27,6 +27,8 @@ CLIENT_METRICS = {
     "llm_server_requests_waiting", "llm_server_preemptions_total", "llm_time_to_second_token_seconds",
     "llm_time_to_first_answer_token_seconds", "llm_thinking_span_seconds", "llm_reasoning_tokens_total",
     "llm_batching_degraded", "llm_slo_breached", "llm_slo_value", "llm_slo_threshold",
+    "llm_engine_imbalanced", "llm_engine_kv_cache_usage_ratio", "llm_engine_requests_running",
+    "llm_engine_requests_waiting",
 }
 VLLM_METRICS = {
     "vllm:kv_cache_usage_perc", "vllm:num_requests_running", "vllm:num_requests_waiting",
