@@ -14,7 +14,7 @@ import asyncio
 import logging
 import signal
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -25,6 +25,7 @@ from server.sim.engine import Engine
 from server.sim.faults import DEFAULT_KINDS, Faults
 from server.sim.fleet import Fleet, FleetCollector
 from server.sim.metrics import EngineMetrics, SimCollector, make_registry
+from server.sim.pd import KvTransfer
 from server.sim.profiles import DEFAULT_PROFILE, Profile, ProfileError, available, load_profile
 from server.sim.scheduler import Scheduler, SchedulerConfig
 from server.sim.textgen import build_vocabulary
@@ -44,6 +45,10 @@ from workload.lengths import parse_spec
 from workload.tokenizers import AUTO, TokenizerNotFound, chat_renderer, choose_tokenizer, load_tokenizer
 
 log = logging.getLogger("server.sim")
+
+
+KV_TRANSFER_DELAY_DEFAULT = 0.05
+"""--kv-transfer-delay: seconds a request's KV takes from the prefill instance to this decode instance."""
 
 
 class UsageError(Exception):
@@ -147,6 +152,13 @@ def build_parser() -> argparse.ArgumentParser:
     faults.add_argument("--batch-cap-at", type=_batch_cap, metavar="T:N",
                         help="from simulated second T on (wall second T/S with --time-scale S), admit no more than N "
                         "running sequences")
+    pd = p.add_argument_group("prefill/decode disaggregation (this simulator as the decode instance)")
+    pd.add_argument("--kv-transfer-from", type=url_or_off, metavar="URL",
+                    help="the prefill instance's base URL: each request is prefilled there (max_tokens=1), its KV "
+                    "'transferred' for --kv-transfer-delay, then decoded here at no prefill cost; exports vLLM's "
+                    "vllm:nixl_* metrics and waiting_by_reason{reason=deferred}")
+    pd.add_argument("--kv-transfer-delay", type=non_negative_seconds, default=KV_TRANSFER_DELAY_DEFAULT,
+                    metavar="SECONDS", help="how long each request's KV transfer takes (default %(default)g)")
     p.add_argument("--otlp-traces-endpoint", type=url_or_off, metavar="URL",
                    help="post vLLM's llm_request span of every finished request to this OTLP/HTTP protobuf URL, "
                    "e.g. http://127.0.0.1:4318/v1/traces (as vllm serve --otlp-traces-endpoint with "
@@ -175,6 +187,8 @@ class SimSettings:
     reasoning_field: str = REASONING_FIELDS[0]
     data_parallel_size: int = 1
     dp_skew: tuple[tuple[int, float], ...] = ()
+    kv_transfer_from: str | None = None
+    kv_transfer_delay: float = 0.0
 
 
 def settings_from_args(a: argparse.Namespace) -> SimSettings:
@@ -211,6 +225,9 @@ def settings_from_args(a: argparse.Namespace) -> SimSettings:
         if index >= a.data_parallel_size:
             raise UsageError(f"--dp-skew {index}:...: engine {index} does not exist with --data-parallel-size "
                              f"{a.data_parallel_size} (engines 0..{a.data_parallel_size - 1})")
+    kv_from = a.kv_transfer_from if a.kv_transfer_from and a.kv_transfer_from.lower() != "off" else None
+    if kv_from and a.data_parallel_size > 1:
+        raise UsageError("--kv-transfer-from runs one decode engine: drop --data-parallel-size")
     otlp = a.otlp_traces_endpoint if a.otlp_traces_endpoint and a.otlp_traces_endpoint.lower() != "off" else None
     return SimSettings(
         otlp_traces_endpoint=otlp,
@@ -220,6 +237,7 @@ def settings_from_args(a: argparse.Namespace) -> SimSettings:
         seed=a.seed, legacy_metrics=a.legacy_metrics, fault_rate=a.fault_rate, fault_kinds=a.fault_kinds,
         batch_cap_at=a.batch_cap_at, notes=notes, reasoning=a.reasoning, reasoning_field=a.reasoning_field,
         data_parallel_size=a.data_parallel_size, dp_skew=tuple(a.dp_skew),
+        kv_transfer_from=kv_from, kv_transfer_delay=a.kv_transfer_delay,
     )
 
 
@@ -254,16 +272,19 @@ def build_app(s: SimSettings) -> tuple[SimApp, Engine | Fleet]:
         log.warning("re-encoding generated text does not give back the same ids with this tokenizer")
     batcher = WriteBatcher()
     skew = dict(s.dp_skew)
+    kv = KvTransfer(s.kv_transfer_from, s.kv_transfer_delay, s.model_name) if s.kv_transfer_from else None
     engines, collectors = [], []
     for i in range(s.data_parallel_size):  # engine 0 draws as a single engine does
         rng = np.random.default_rng(seeds[1] if i == 0 else np.random.SeedSequence([s.seed, i]))
         cost = s.profile.cost.scaled(skew[i]) if i in skew else s.profile.cost
+        if kv is not None:  # the prompt's KV arrives from the prefill instance: its prefill costs nothing here
+            cost = replace(cost, per_prefill_token_ms=0.0)
         metrics = EngineMetrics(s.sched.max_model_len)
         engine = Engine(Scheduler(s.sched, vocab.ids, rng), cost, metrics, s.time_scale, s.batch_cap_at,
                         flush=batcher.flush)
         engines.append(engine)
         collectors.append(SimCollector(metrics, engine.gauges, s.model_name, cache_info(s, str(i)),
-                                       s.legacy_metrics, engine=str(i)))
+                                       s.legacy_metrics, engine=str(i), kv=kv))
     engine = engines[0] if len(engines) == 1 else Fleet(engines)
     collector = collectors[0] if len(collectors) == 1 else FleetCollector(collectors)
     faults = Faults(s.fault_rate, s.fault_kinds, np.random.default_rng(seeds[2])) if s.fault_rate > 0 else None
@@ -271,6 +292,7 @@ def build_app(s: SimSettings) -> tuple[SimApp, Engine | Fleet]:
                  np.random.default_rng(seeds[3]), make_registry(collector), faults, batcher, render)
     app.reasoning = parse_spec(s.reasoning) if s.reasoning else None
     app.reasoning_field = s.reasoning_field
+    app.kv = kv
     if s.otlp_traces_endpoint:
         engine.tracer = SimTracer(s.otlp_traces_endpoint).start()
     return app, engine

@@ -57,10 +57,13 @@ class Fleet:
         self.counts[index][0] += 1
         return index
 
-    def submit(self, req: SimRequest) -> None:
+    def now(self) -> float:
+        return self.engines[0].now()
+
+    def submit(self, req: SimRequest, arrival: float | None = None) -> None:
         req.engine = self.pick()
         self.dealt[req.engine] += 1
-        self.engines[req.engine].submit(req)
+        self.engines[req.engine].submit(req, arrival)
 
     def abort(self, req: SimRequest) -> None:
         self.engines[req.engine].abort(req)

@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass
 
 from telemetry.attribution.batching import BatchingRule, detect
 from telemetry.attribution.decompose import decompose
+from telemetry.attribution.histogram import CumulativeHistogram
 from telemetry.attribution.imbalance import ImbalanceRule, first_streak
 from telemetry.attribution.options import (
     BATCHING_P99_RISE_DEFAULT,
@@ -29,6 +30,7 @@ from telemetry.attribution.options import (
 from telemetry.attribution.source import client_windows, server_deltas, server_samples
 from telemetry.attribution.spikes import SpikeRule, find_spikes
 from telemetry.attribution.window import Window, align
+from telemetry.measure.scraper import role_series
 from telemetry.measure.view import RunView
 from telemetry.options import ATTRIBUTION_WINDOW_DEFAULT
 
@@ -90,14 +92,31 @@ def decomposition(view: RunView, samples) -> dict:
     summary's headline figures): the server's histograms cover the same span, warm-up included."""
     spans = view.stage_spans()
     cells = list(view.merged.cells.values())
-    whole = decompose(_client_q(cells, "ttft"), _client_q(cells, "itl"),
-                      server_deltas(samples, -math.inf, math.inf), _client_q(cells, "prompt_build"))
+    prefill = server_samples(role_series(view.server_series, "prefill"))
+    decode = server_samples(role_series(view.server_series, "decode"))
+    pair = bool(prefill and decode)
+
+    def server(start: float, end: float) -> tuple[dict, CumulativeHistogram | None]:
+        """The histograms the split reads over [start, end]; with a prefill/decode pair, the first token's path
+        (queue, prefill, TTFT) from the prefill side, the KV transfer and decode from the decode side, and the
+        decode side's TTFT (its own part of the first token) apart."""
+        if not pair:
+            return server_deltas(samples, start, end), None
+        p, d = server_deltas(prefill, start, end), server_deltas(decode, start, end)
+        merged = {k: p[k] for k in ("queue", "prefill", "ttft") if k in p}
+        merged.update({k: d[k] for k in ("kv_transfer", "decode", "itl", "e2e") if k in d})
+        return merged, d.get("ttft")
+
+    srv, dttft = server(-math.inf, math.inf)
+    whole = decompose(_client_q(cells, "ttft"), _client_q(cells, "itl"), srv, _client_q(cells, "prompt_build"),
+                      dttft)
     stages = []
     for i, (st, start, end) in enumerate(spans):
         last = i == len(spans) - 1
         st_cells = view.merged.select(stage=st.name)
-        d = decompose(_client_q(st_cells, "ttft"), _client_q(st_cells, "itl"),
-                      server_deltas(samples, start, math.inf if last else end), _client_q(st_cells, "prompt_build"))
+        srv, dttft = server(start, math.inf if last else end)
+        d = decompose(_client_q(st_cells, "ttft"), _client_q(st_cells, "itl"), srv,
+                      _client_q(st_cells, "prompt_build"), dttft)
         stages.append({"name": st.name, "warmup": bool(getattr(st, "warmup", False)), "start_s": start, "end_s": end,
                        **d})
     whole["stages"] = stages

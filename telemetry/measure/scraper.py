@@ -54,7 +54,6 @@ COUNTERS: dict[str, tuple[str, ...]] = {
     "request_success_total": ("vllm:request_success",),
     "prefix_cache_queries_total": ("vllm:prefix_cache_queries",),
     "prefix_cache_hits_total": ("vllm:prefix_cache_hits",),
-    "kv_transfer_bytes_total": ("vllm:nixl_bytes_transferred",),
     "kv_transfer_failures_total": ("vllm:nixl_num_failed_transfers",),
 }
 """Summary field -> counter base names; each is read as ``base_total`` or plain ``base``."""
@@ -66,6 +65,7 @@ HISTOGRAMS: dict[str, tuple[str, ...]] = {
     "itl": ("vllm:inter_token_latency_seconds", "vllm:time_per_output_token_seconds"),
     "e2e": ("vllm:e2e_request_latency_seconds",),
     "kv_transfer": ("vllm:nixl_xfer_time_seconds",),
+    "kv_transfer_bytes": ("vllm:nixl_bytes_transferred",),
 }
 """Summary field -> histogram names (V1 first, then legacy)."""
 CACHE_INFO = ("vllm:cache_config_info", "vllm:cache_config")
@@ -188,6 +188,16 @@ def engine_keys(series: list[dict]) -> list[str]:
 def engine_series(series: list[dict], key: str) -> list[dict]:
     """One engine's samples (``t`` and its own fields) out of a fleet series."""
     return [{**s["engines"][key], "t": s["t"]} for s in series if key in (s.get("engines") or {})]
+
+
+def role_series(series: list[dict], role: str) -> list[dict]:
+    """The fleet series of one role's engines only (``prefill`` or ``decode``; empty when no target has it)."""
+    out = []
+    for s in series:
+        mine = {k: e for k, e in (s.get("engines") or {}).items() if e.get("role") == role}
+        if mine:
+            out.append({**fleet_sample(mine), "t": s["t"]})
+    return out
 
 
 def parse_server_metrics(text: str) -> dict:

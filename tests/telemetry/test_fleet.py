@@ -134,3 +134,27 @@ def test_two_targets_are_scraped_and_counted_one_by_one():
         assert (sc.successes, sc.failures) == (1, 1)
     finally:
         a.shutdown()
+
+
+def test_kv_transfer_series_are_scraped_per_engine():
+    text = """\
+# TYPE vllm:num_requests_waiting_by_reason gauge
+vllm:num_requests_waiting_by_reason{engine="0",model_name="m",reason="capacity"} 1.0
+vllm:num_requests_waiting_by_reason{engine="0",model_name="m",reason="deferred"} 3.0
+# TYPE vllm:nixl_xfer_time_seconds histogram
+vllm:nixl_xfer_time_seconds_bucket{engine="0",le="0.1",model_name="m"} 4.0
+vllm:nixl_xfer_time_seconds_bucket{engine="0",le="+Inf",model_name="m"} 5.0
+vllm:nixl_xfer_time_seconds_count{engine="0",model_name="m"} 5.0
+vllm:nixl_xfer_time_seconds_sum{engine="0",model_name="m"} 0.45
+# TYPE vllm:nixl_bytes_transferred histogram
+vllm:nixl_bytes_transferred_bucket{engine="0",le="+Inf",model_name="m"} 5.0
+vllm:nixl_bytes_transferred_count{engine="0",model_name="m"} 5.0
+vllm:nixl_bytes_transferred_sum{engine="0",model_name="m"} 1000.0
+# TYPE vllm:nixl_num_failed_transfers counter
+vllm:nixl_num_failed_transfers_total{engine="0",model_name="m"} 2.0
+"""
+    e = parse_engines(text)["0"]
+    assert e["requests_deferred"] == 3.0  # the deferred reason only, not the capacity one
+    assert e["kv_transfer_failures_total"] == 2.0
+    assert e["hist"]["kv_transfer"]["count"] == 5 and e["hist"]["kv_transfer"]["sum"] == 0.45
+    assert e["hist"]["kv_transfer_bytes"]["sum"] == 1000.0

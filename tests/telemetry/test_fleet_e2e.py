@@ -81,3 +81,25 @@ def test_two_replicas_are_two_targets_whose_sums_are_the_server(tmp_path):
     assert srv["generation_tokens"] == ea["generation_tokens"] + eb["generation_tokens"]
     assert srv["scrapes"] == targets[url_a.split("//")[1]]["scrapes"] + targets[url_b.split("//")[1]]["scrapes"]
     assert srv["kv_cache_usage"]["max"] <= max(ea["kv_cache_usage"]["max"], eb["kv_cache_usage"]["max"])
+
+
+def test_a_prefill_decode_pair_shows_the_kv_transfer_in_the_first_token(tmp_path):
+    delay_s = 0.2
+    prefill, url_p = start_sim()
+    with prefill:
+        decode, url_d = start_sim("--kv-transfer-from", url_p, "--kv-transfer-delay", f"{delay_s:g}")
+        with decode:
+            s = run_locust(tmp_path, url_d, 8, "--server-metrics-url",
+                           f"prefill={url_p}/metrics,decode={url_d}/metrics")
+    assert {t["target"]: t["role"] for t in s["server"]["targets"]} == {"prefill": "prefill", "decode": "decode"}
+    roles = {e["role"]: e for e in s["server"]["engines"]}
+    ok = s["requests"]["ok"]
+    # every request was prefilled there before it decoded here (the ones the run's end cut in flight too)
+    assert ok > 0 and roles["prefill"]["requests_finished"] >= roles["decode"]["requests_finished"] >= ok
+    d = s["attribution"]["decomposition"]
+    assert d["kv_transfer_ms"]["mean"] == pytest.approx(delay_s * 1000.0, rel=0.10)
+    assert "KV transfer" in d["statement"] and "decode first step" in d["statement"]
+    # the decode side's TTFT begins with the transfer: its mean is at least the transfer's
+    assert d["decode_ttft_server_ms"]["mean"] >= d["kv_transfer_ms"]["mean"]
+    # and the client's first token waited for both servers: prefill's TTFT + the transfer, at least
+    assert d["ttft_client_ms"]["mean"] >= d["ttft_server_ms"]["mean"] + d["kv_transfer_ms"]["mean"]
