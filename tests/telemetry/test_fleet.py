@@ -158,3 +158,27 @@ vllm:nixl_num_failed_transfers_total{engine="0",model_name="m"} 2.0
     assert e["kv_transfer_failures_total"] == 2.0
     assert e["hist"]["kv_transfer"]["count"] == 5 and e["hist"]["kv_transfer"]["sum"] == 0.45
     assert e["hist"]["kv_transfer_bytes"]["sum"] == 1000.0
+
+
+def _summary_with(engines: list[dict]) -> dict:
+    return {"schema": 2, "requests": {}, "server": {"engines": engines, "kv_blocks_total": 768}}
+
+
+def _engine(target: str, engine: str, finished: int, q99: float) -> dict:
+    return {"target": target, "role": None, "engine": engine, "requests_finished": finished,
+            "kv_cache_usage": {"mean": 0.5, "max": 0.9}, "queue_time_ms": {"p50": 10.0, "p99": q99},
+            "requests_waiting_max": 2, "preemptions": 0}
+
+
+def test_console_and_compare_show_each_engine():
+    from telemetry.compare import rows
+    from telemetry.outputs.sinks import engine_lines
+
+    base = _summary_with([_engine("a:1", "0", 10, 100.0), _engine("a:1", "1", 12, 120.0)])
+    new = _summary_with([_engine("a:1", "0", 10, 100.0), _engine("a:1", "1", 3, 900.0)])
+    lines = engine_lines(base["server"])
+    assert lines[0].strip().startswith("2 engines, KV blocks 768") and "engine 1: finished 12" in lines[2]
+    table = {(r.scope, r.figure): r for r in rows(base, new)}
+    assert table[("engine 1", "engine_queue_p99")].new == 900.0
+    assert table[("engine 1", "engine_finished")].delta == -9
+    assert engine_lines({"engines": [_engine("a:1", "0", 1, 1.0)]}) == []  # one engine: the server line says it all
