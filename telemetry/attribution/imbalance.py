@@ -23,6 +23,7 @@ run's first such streak.
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from dataclasses import dataclass
 from statistics import median
 
@@ -63,14 +64,13 @@ def _growth(first: dict, last: dict, name: str) -> CumulativeHistogram | None:
 
 def window_figures(own: list[dict], start_s: float, end_s: float) -> dict | None:
     """One engine's figures over [start_s, end_s] from its samples (None without two samples around it)."""
-    before = [s for s in own if s["t"] <= start_s]
-    first = before[-1] if before else next((s for s in own if s["t"] > start_s), None)
-    upto = [s for s in own if s["t"] <= end_s]
-    last = upto[-1] if upto else None
+    times = [s["t"] for s in own]
+    i, j = bisect_right(times, start_s), bisect_right(times, end_s)  # own[:i] at or before the start, own[i:j] inside
+    first = own[i - 1] if i else (own[i] if i < len(own) else None)
+    last = own[j - 1] if j else None
     if first is None or last is None or last["t"] <= first["t"]:
         return None
-    waiting = [s["requests_waiting"] for s in own if start_s < s["t"] <= end_s and s.get("requests_waiting")
-               is not None]
+    waiting = [s["requests_waiting"] for s in own[i:j] if s.get("requests_waiting") is not None]
     queue, itl = _growth(first, last, "queue"), _growth(first, last, "itl")
     a, b = first.get("request_success_total"), last.get("request_success_total")
     q99 = queue.quantile(0.99) if queue is not None and queue.count > 0 else None

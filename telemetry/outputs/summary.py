@@ -179,7 +179,17 @@ def timeseries(view: RunView, window_s: float | None = None) -> dict:
             "output_per_s": w.output_tokens / span if span > 0 else None,
             **{f"{m}_ms": q_ms(s) for m, s in w.sketches.items()},
         })
-    return {"window_s": window_s, "client": windows, "server": view.server_series}
+    return {"window_s": window_s, "client": windows, "server": [_lean(d) for d in view.server_series]}
+
+
+def _lean(sample: dict) -> dict:
+    """A scrape as the timeseries keeps it: each engine's gauges and counters (its histograms and cache config are
+    read into ``server.engines``, not repeated in every sample)."""
+    engines = sample.get("engines")
+    if not engines:
+        return sample
+    return {**sample, "engines": {k: {f: v for f, v in e.items() if f not in ("hist", "cache_config")}
+                                  for k, e in engines.items()}}
 
 
 def build_summary(view: RunView, hooks: SummaryHooks | None = None) -> dict:

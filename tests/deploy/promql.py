@@ -39,7 +39,8 @@ VLLM_METRICS = {
 }
 VLLM_LEGACY = {"vllm:gpu_cache_usage_perc", "vllm:time_per_output_token_seconds"}
 # vLLM V1 names beyond the founding list (served by vLLM 0.11 and by server.sim alike)
-VLLM_EXTRA = {"vllm:request_time_per_output_token_seconds", "vllm:generation_tokens_total", "vllm:request_success_total"}
+VLLM_EXTRA = {"vllm:request_time_per_output_token_seconds", "vllm:generation_tokens_total",
+              "vllm:request_success_total"}
 GPU_METRICS = {"gpu_memory_used_bytes", "gpu_memory_total_bytes", "gpu_utilization_ratio"}
 KNOWN = CLIENT_METRICS | VLLM_METRICS | VLLM_EXTRA | VLLM_LEGACY | GPU_METRICS
 
