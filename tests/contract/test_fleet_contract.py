@@ -61,3 +61,13 @@ def test_simulator_fleet_exports_the_real_engines_names_and_labels():
     assert [e["cache_config"]["num_gpu_blocks"] for e in sim_engines.values()] == ["300", "300"]
     assert sum(e["request_success_total"] for e in sim_engines.values()) == 6
     assert all(e["request_success_total"] > 0 for e in sim_engines.values())  # a burst is spread, not piled on one
+
+
+def test_the_run_record_counts_every_engines_pool():
+    from telemetry.outputs.runrecord import parse_cache_config
+
+    cc = parse_cache_config(REAL)
+    engines = parse_engines(REAL)
+    assert cc["engines"] == 2
+    assert cc["num_gpu_blocks_total"] == sum(int(e["cache_config"]["num_gpu_blocks"]) for e in engines.values())
+    assert cc["num_gpu_blocks_total"] == 2 * cc["num_gpu_blocks"]  # two equal pools, not one of them
