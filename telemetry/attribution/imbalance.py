@@ -12,10 +12,11 @@ median of the *other* engines (with two engines, the other one):
 - ``finished``: it finished ``factor`` times fewer (or more) requests than they did, when they finished at least
   ``FINISHED_MIN`` (requests unevenly spread).
 
-The fleet is *imbalanced* while the same engine is flagged in each of the last ``consecutive`` windows
-(``--imbalance-windows``; ``--imbalance-factor``). The live detector (telemetry/control/detectors.py) judges the
-trailing windows every second; the post-run verdict (``attribution.bottleneck``: ``engine_imbalance``) takes the
-run's first such streak.
+Engines are compared with their peers only: a prefill/decode pair's prefill engines with each other, its decode
+engines with each other. The fleet is *imbalanced* while the same engine is flagged in each of the last
+``consecutive`` windows (``--imbalance-windows``; ``--imbalance-factor``). The live detector
+(telemetry/control/detectors.py) judges the trailing windows every second; the post-run verdict
+(``attribution.bottleneck``: ``engine_imbalance``) takes the run's first such streak.
 
     state = judge(series, until_s=30.0, window_s=5.0, rule=ImbalanceRule(factor=2.0, consecutive=2))
     state["imbalanced"], state["engine"], state["evidence"]
@@ -118,11 +119,16 @@ def judge_windows(series: list[dict], starts: list[float], window_s: float, rule
     """Per window starting at each of ``starts``: its engines' figures and the flagged engines."""
     keys = engine_keys(series)
     own = {k: engine_series(series, k) for k in keys}
+    role = {k: own[k][-1].get("role") if own[k] else None for k in keys}
     out = []
     for start in starts:
         figs = {k: f for k in keys if (f := window_figures(own[k], start, start + window_s)) is not None}
-        out.append({"start_s": start, "end_s": start + window_s, "engines": len(figs),
-                    "flagged": flags(figs, rule.factor) if len(figs) >= 2 else {}})
+        flagged: dict[str, dict] = {}
+        for r in {role[k] for k in figs}:  # prefill engines against prefill engines, decode against decode
+            peers = {k: f for k, f in figs.items() if role[k] == r}
+            if len(peers) >= 2:
+                flagged.update(flags(peers, rule.factor))
+        out.append({"start_s": start, "end_s": start + window_s, "engines": len(figs), "flagged": flagged})
     return out
 
 

@@ -182,3 +182,24 @@ def test_console_and_compare_show_each_engine():
     assert table[("engine 1", "engine_queue_p99")].new == 900.0
     assert table[("engine 1", "engine_finished")].delta == -9
     assert engine_lines({"engines": [_engine("a:1", "0", 1, 1.0)]}) == []  # one engine: the server line says it all
+
+
+def test_imbalance_compares_an_engine_with_its_peers_of_the_same_role():
+    from telemetry.attribution.imbalance import ImbalanceRule, judge_windows
+
+    def sample(t: float, itl_sum: dict[str, float]) -> dict:
+        engines = {}
+        for key, role in (("p/0", "prefill"), ("d/0", "decode"), ("d/1", "decode")):
+            n = 10.0 * t
+            engines[key] = {"role": role, "requests_waiting": 0.0, "request_success_total": n,
+                            "hist": {"itl": {"le": [0.01, float("inf")], "cum": [n, n], "sum": itl_sum[key] * t,
+                                             "count": n}}}
+        return {"t": t, "engines": engines}
+
+    slow = {"p/0": 0.0, "d/0": 0.01, "d/1": 0.01}  # prefill makes no ITL at all: not a straggler among decoders
+    series = [sample(t, slow) for t in (0.0, 1.0, 2.0)]
+    (w,) = judge_windows(series, [0.0], 2.0, ImbalanceRule())
+    assert w["engines"] == 3 and w["flagged"] == {}
+    series = [sample(t, {**slow, "d/1": 0.05}) for t in (0.0, 1.0, 2.0)]  # one decoder 5x slower
+    (w,) = judge_windows(series, [0.0], 2.0, ImbalanceRule())
+    assert list(w["flagged"]) == ["d/1"] and "itl_mean_ms" in w["flagged"]["d/1"]
