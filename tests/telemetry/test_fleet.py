@@ -203,3 +203,17 @@ def test_imbalance_compares_an_engine_with_its_peers_of_the_same_role():
     series = [sample(t, {**slow, "d/1": 0.05}) for t in (0.0, 1.0, 2.0)]  # one decoder 5x slower
     (w,) = judge_windows(series, [0.0], 2.0, ImbalanceRule())
     assert list(w["flagged"]) == ["d/1"] and "itl_mean_ms" in w["flagged"]["d/1"]
+
+
+def test_a_pair_blames_its_kv_transfer_not_the_network():
+    from telemetry.attribution.bottleneck import verdict
+
+    def q(mean: float) -> dict:
+        return {"count": 10, "mean": mean}
+
+    # the prefill side's TTFT is 20 ms of a 355 ms first token; the rest is the transfer and the decode side's step
+    d = {"ttft_client_ms": q(355.0), "ttft_server_ms": q(20.0), "queue_ms": q(13.0), "prefill_ms": q(5.0),
+         "kv_transfer_ms": q(250.0), "remainder_ms": {"network_client": 35.0, "server_other": 2.0,
+                                                      "decode_first_step": 50.0}}
+    v = verdict({}, None, d, None)
+    assert v["cause"] == "kv_transfer" and "70 %" in v["evidence"], v

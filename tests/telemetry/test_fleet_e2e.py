@@ -103,3 +103,6 @@ def test_a_prefill_decode_pair_shows_the_kv_transfer_in_the_first_token(tmp_path
     assert d["decode_ttft_server_ms"]["mean"] >= d["kv_transfer_ms"]["mean"]
     # and the client's first token waited for both servers: prefill's TTFT + the transfer, at least
     assert d["ttft_client_ms"]["mean"] >= d["ttft_server_ms"]["mean"] + d["kv_transfer_ms"]["mean"]
+    # the network & client remainder is what is left after both servers, not the decode side's whole share
+    assert d["remainder_ms"]["network_client"] < d["kv_transfer_ms"]["mean"]
+    assert s["attribution"]["bottleneck"]["cause"] != "client"
