@@ -32,7 +32,7 @@ from telemetry.control.capacity import StageJudge
 from telemetry.control.routing import RouteSwitch, fallback_section, versions_section
 from telemetry.hub import TelemetryHub
 from telemetry.measure.distributed import WorkerWatch, drain_final_reports
-from telemetry.measure.scraper import metrics_url
+from telemetry.measure.targets import metrics_url
 from telemetry.options import PROMETHEUS_HOST_DEFAULT
 from telemetry.outputs.end_of_run import RunOutputs
 from telemetry.outputs.exporter import Exporter

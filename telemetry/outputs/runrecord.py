@@ -32,7 +32,7 @@ import gevent
 from locust.runners import MasterRunner
 from prometheus_client.parser import text_string_to_metric_families
 
-from telemetry.measure.scraper import metrics_url
+from telemetry.measure.targets import metrics_url
 from telemetry.measure.view import RunView
 from users.options import RESOLVED_SALT
 from users.settings import api_key_of
@@ -107,14 +107,18 @@ def _typed(value: str) -> object:
 
 
 def parse_cache_config(text: str) -> dict | None:
-    """The labels of ``vllm:cache_config_info`` in a /metrics page, typed; None when the page has none."""
+    """The labels of ``vllm:cache_config_info`` in a /metrics page, typed (the first engine's); with several engines
+    (``--data-parallel-size``: one sample each, each its own pool) also ``engines`` and ``num_gpu_blocks_total``, the
+    server's whole pool. None when the page has none."""
     for fam in text_string_to_metric_families(text):
-        if fam.name in ("vllm:cache_config_info", "vllm:cache_config"):
-            for sample in fam.samples:
-                labels = dict(sample.labels)
-                out = {k: _typed(labels[k]) if k in labels else None for k in CACHE_LABELS}
-                out["other"] = {k: v for k, v in sorted(labels.items()) if k not in CACHE_LABELS}
-                return out
+        if fam.name in ("vllm:cache_config_info", "vllm:cache_config") and fam.samples:
+            labels = dict(fam.samples[0].labels)
+            out = {k: _typed(labels[k]) if k in labels else None for k in CACHE_LABELS}
+            out["other"] = {k: v for k, v in sorted(labels.items()) if k not in CACHE_LABELS}
+            blocks = [_typed(s.labels.get("num_gpu_blocks", "")) for s in fam.samples]
+            out["engines"] = len(fam.samples)
+            out["num_gpu_blocks_total"] = sum(blocks) if all(isinstance(b, int) for b in blocks) else None
+            return out
     return None
 
 

@@ -221,7 +221,8 @@ def test_effective_options_mask_secrets():
             'enable_prefix_caching="False",gpu_memory_utilization="0.92",num_gpu_blocks="5120",swap_space="4"} 1.0\n')
     cc = parse_cache_config(page)
     assert cc == {"block_size": 64, "cache_dtype": "fp8", "num_gpu_blocks": 5120, "gpu_memory_utilization": 0.92,
-                  "enable_prefix_caching": False, "other": {"swap_space": "4"}}
+                  "enable_prefix_caching": False, "other": {"swap_space": "4"}, "engines": 1,
+                  "num_gpu_blocks_total": 5120}
     assert parse_cache_config("vllm:num_requests_running 1\n") is None
 
 
