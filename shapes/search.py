@@ -29,12 +29,13 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Protocol
 
 from shapes.plan import PlanError, Step, _checked, _opt, _spawn_rate, _timing
 from shapes.saturation import OVERSAT_WINDOWS, over_saturated
 from shapes.stage import Stage
-from shapes.sweep import SweepShape
+from shapes.sweep import StepPhase, SweepShape
 from shapes.values import (
     ARRIVAL_DEFAULT,
     MAX_CONCURRENCY_DEFAULT,
@@ -212,12 +213,11 @@ def search_plan(options) -> list[Step]:
 
 
 # ------------------------------------------------------------------------------------------------ the shape
-@dataclass
-class _Probe:
-    step: Step
-    load: float
-    since: float = 0.0
-    phase: str = "enter"  # enter -> settle -> warmup -> hold -> judge
+@dataclass(slots=True)
+class _Probe(StepPhase):
+    """A probe's step in its phases (the sweep's, then ``judge``: the verdict awaited) and what judging it needs."""
+
+    load: float = 0.0
     end_wall: float | None = None
     early: dict | None = None
     count: int = -1
@@ -252,14 +252,9 @@ class SloSearchShape(SweepShape):
         return self._probe.step if self._probe is not None else None
 
     def progress(self) -> dict | None:
-        p = self._probe
-        if p is None or self.search is None:
+        if self._probe is None or self.search is None:
             return None
-        spent = max(0.0, self._clock() - p.since) if p.phase != "enter" else 0.0
-        length = {"warmup": p.step.warmup, "hold": p.step.duration}.get(p.phase)
-        return {"step": len(self.search.probes) + 1, "steps": self.search.max_probes, "stage": p.step.stage.name,
-                "users": p.step.users, "rate": p.step.stage.rate, "phase": p.phase, "phase_s": spent,
-                "phase_len_s": length, "left_s": None if length is None else max(0.0, length - spent)}
+        return self._phase_view(self._probe, len(self.search.probes) + 1, self.search.max_probes)
 
     def _start(self) -> bool:
         try:
@@ -285,7 +280,7 @@ class SloSearchShape(SweepShape):
         if load is None:
             self._probe = None
             return False
-        self._probe = _Probe(self._config.step(load, len(self.search.probes) + 1), load)
+        self._probe = _Probe(self._config.step(load, len(self.search.probes) + 1), load=load)
         logger.info("slo-search: %s", self._probe.step.stage.name)
         return True
 
@@ -299,21 +294,8 @@ class SloSearchShape(SweepShape):
         while self._probe is not None:
             p, step = self._probe, self._probe.step
             now = self._clock()
-            if p.phase == "enter":
-                self.board.set(step.warmup_stage or step.stage)
-                p.phase, p.since = "settle", now
-            if p.phase == "settle":
-                if not self._settled(step, now - p.since):
-                    return step.users, step.spawn_rate
-                p.phase, p.since = "warmup", now
-            if p.phase == "warmup":
-                if now - p.since < step.warmup:
-                    return step.users, step.spawn_rate
-                self.board.set(step.stage)
-                p.phase, p.since = "hold", now
-            if p.phase == "hold":
-                held = now - p.since
-                if held < step.duration and not self._breaches(p, held):
+            if p.phase != "judge":
+                if not self._advance(p, now, partial(self._breaches, p)):
                     return step.users, step.spawn_rate
                 # the users keep running (stamped with a warm-up stage) while the probe is judged
                 self.board.set(Stage(f"judging {step.stage.name}", index=step.stage.index, users=step.users,

@@ -148,13 +148,19 @@ COCKPIT_JS = """(function () {
 
 
 def settled(summary: Mapping, final: bool, lag_s: float = SETTLE_S) -> Mapping:
-    """``summary`` with the client windows that may still be filling (ending less than ``lag_s`` ago) left out;
-    all of them after the run (``final``)."""
+    """``summary`` with the client windows drawn live: while the run goes, not those that may still be filling
+    (ending less than ``lag_s`` ago); once it stopped (``final``), not the last one, which the stop cut (the users
+    were stopped inside it and their requests in flight are never counted, so its rate would dip towards 0), as
+    long as two windows remain to draw."""
     ts = summary.get("timeseries")
-    if final or not isinstance(ts, Mapping) or not isinstance(summary.get("duration_s"), int | float):
+    if not isinstance(ts, Mapping) or not isinstance(summary.get("duration_s"), int | float):
         return summary
-    cut = summary["duration_s"] - lag_s
-    client = [w for w in ts.get("client") or [] if isinstance(w, Mapping) and w.get("end_s", cut + 1) <= cut]
+    client = [w for w in ts.get("client") or [] if isinstance(w, Mapping)]
+    if final:
+        client = client[:-1] if len(client) > 2 else client
+    else:
+        cut = summary["duration_s"] - lag_s
+        client = [w for w in client if w.get("end_s", cut + 1) <= cut]
     return {**summary, "timeseries": {**ts, "client": client}}
 
 

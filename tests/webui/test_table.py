@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from webui.table import COLUMNS, MISSING, NOW, STRUCTURE, llm_rows
+from webui.table import COLUMNS, MISSING, NO_REASONING, NOW, STRUCTURE, llm_rows
 
 
 def stage(name: str, requests: int, ttft=(None, None), itl=(None, None), tpot=(None, None), tok_s=None, **kw) -> dict:
@@ -92,3 +92,13 @@ def test_a_fleet_adds_one_row_per_engine_after_now_and_marks_the_imbalanced_one(
     assert "OFF" not in rows[2]["detectors"] and "IMBALANCED engine 1" in rows[1]["detectors"]
     live["engines"] = {"0": live["engines"]["0"]}  # one engine: the "now" row says it all
     assert [r["stage"] for r in llm_rows(live)] == ["main", "now"]
+
+
+def test_ttfa_says_no_reasoning_when_nothing_reasoned():
+    """TTFA equals TTFT when no request reasoned: its cells say so instead of repeating TTFT's figures."""
+    stages = [{**s, "ttfa_p50_ms": s["ttft_p50_ms"], "ttfa_p99_ms": s["ttft_p99_ms"]} for s in LIVE["stages"]]
+    plain = llm_rows({**LIVE, "stages": stages, "reasoned": False})
+    assert {r["ttfa_p50"] for r in plain[:-1]} == {r["ttfa_p99"] for r in plain[:-1]} == {NO_REASONING}
+    assert plain[0]["ttft_p50"] == "50.0"
+    thought = llm_rows({**LIVE, "stages": stages, "reasoned": True})
+    assert (thought[0]["ttfa_p50"], thought[1]["ttfa_p99"]) == ("50.0", "412.0")

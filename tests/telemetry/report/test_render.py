@@ -187,3 +187,19 @@ def test_a_fleet_has_a_row_per_engine_and_names_the_imbalanced_one():
     one = single_stage_no_server()
     one["server"] = {**one["server"], "engines": [engine("0", 40)]}
     assert 'id="engines"' not in render(one)
+
+
+def test_reasoning_only_metrics_shown_only_when_something_reasoned():
+    """Without reasoning TTFA equals TTFT: the report leaves its card, columns, series and distribution out; once a
+    request reasoned they are all there."""
+    plain = sweep_summary()
+    for st in plain["stages"]:
+        st["ttfa_ms"] = st["ttft_ms"]
+    plain["ttfa_ms"], plain["histograms"]["ttfa"] = plain["ttft_ms"], plain["histograms"]["ttft"]
+    html = render(plain)
+    assert "TTFA" not in html and "<th>thinking span p50</th>" not in html
+    thought = {**plain, "tokens": {**plain["tokens"], "reasoning": 1000, "answer": 383000}}
+    html = render(thought)
+    assert '<div class="k">TTFA p99</div>' in html and "<th>TTFA p50</th>" in html
+    assert "<th>thinking span p50</th>" in html
+    assert "TTFA distribution" in _titles(html) and ">TTFA p99</text>" in html
