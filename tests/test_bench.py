@@ -46,7 +46,8 @@ def test_bench_module_runs_in_quick_mode(module):
         assert figures, run.stdout
         if module == "client_cost":
             assert figures["locustfile"] == "bench/users_only_locustfile.py", figures
-            assert figures["8"]["users"]["tokens_per_s"] > 0 and figures["8"]["bare reader"]["tokens_per_s"] > 0
+            row = figures["8x20"]
+            assert row["users"]["tokens_per_s"] > 0 and row["bare reader"]["tokens_per_s"] > 0
         else:
             assert figures["processes_1"]["tokens_per_s"] > 0 and figures["processes_2"]["tokens_per_s"] > 0, figures
     else:
