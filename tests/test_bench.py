@@ -19,6 +19,7 @@ QUICK = {
     "sim_speed": ["--streams", "4", "--duration", "1", "--warmup", "0.2", "--max-tokens", "50"],
     "recorder_memory": ["--tokens", "20000", "--per-request", "64"],
     "long_prompt": ["--lengths", "2048", "--rounds", "1"],
+    "many_streams": ["--streams", "500", "--seconds", "10", "--spawn-rate", "250", "--json"],
 }
 """What each module is run with; bench/bare_reader.py and bench/users_only_locustfile.py (--users-only) run inside
 client_cost (the full locustfile's client cost is what the e2e timing tests exercise)."""
@@ -44,7 +45,10 @@ def test_bench_module_runs_in_quick_mode(module):
     if "--json" in QUICK[module]:
         figures = json.loads(run.stdout[run.stdout.index("{"):])
         assert figures, run.stdout
-        if module == "client_cost":
+        if module == "many_streams":  # correctness only: every request the server took, the client counted
+            assert figures["lost"] == 0 and figures["failed"] == 0, figures
+            assert figures["requests_client"] == figures["requests_server"] > 0, figures
+        elif module == "client_cost":
             assert figures["locustfile"] == "bench/users_only_locustfile.py", figures
             row = figures["8x20"]
             assert row["users"]["tokens_per_s"] > 0 and row["bare reader"]["tokens_per_s"] > 0
