@@ -74,7 +74,8 @@ def _sockets(pid: int) -> int:
     return n
 
 
-def run(streams: int, secs: float, ttft_ms: float, itl_ms: float, tokens: int, spawn_rate: float) -> dict:
+def run(streams: int, secs: float, ttft_ms: float, itl_ms: float, tokens: int, spawn_rate: float,
+        locustfile: str = "locustfile.py") -> dict:
     limit = raise_fd_limit(streams)
     port = _free_port()
     server = subprocess.Popen(
@@ -90,7 +91,7 @@ def run(streams: int, secs: float, ttft_ms: float, itl_ms: float, tokens: int, s
         wait_up(host)
         with tempfile.TemporaryDirectory() as tmp:
             summary = Path(tmp) / "summary.json"
-            argv = [LOCUST, "-f", "locustfile.py", *QUIET, "--headless", "--host", host, "-u", str(streams), "-r",
+            argv = [LOCUST, "-f", locustfile, *QUIET, "--headless", "--host", host, "-u", str(streams), "-r",
                     f"{spawn_rate:g}", "-t", f"{int(secs)}s", "--stop-timeout", f"{int(request_s + 30)}",
                     "--only-summary", "--input-len", "fixed:32", "--output-len", f"fixed:{tokens}", "--model",
                     "many", "--loglevel", "WARNING", "--llm-summary-json", str(summary), "StreamingChatUser"]
@@ -133,6 +134,7 @@ def run(streams: int, secs: float, ttft_ms: float, itl_ms: float, tokens: int, s
         "rss_growth_kb_per_stream": (peak["rss_mb"] - (rss0 or 0.0)) * 1024.0 / streams,
         "sockets_peak": peak["sockets"], "requests_per_socket": client_requests / max(peak["sockets"], 1),
         "client_load": s.get("client_load"), "loadavg_peak": peak["loadavg"], "loadavg_end": loadavg(),
+        "client_log_tail": err.decode(errors="replace")[-1500:],
     })
     return out
 
@@ -145,9 +147,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--itl-ms", type=milliseconds, default=1000.0)
     p.add_argument("--tokens", type=positive_int, default=30)
     p.add_argument("--spawn-rate", type=float, default=None, help="users/s (default: all in 10 s)")
+    p.add_argument("--locustfile", default="locustfile.py", help="one that imports locustfile.py's (e.g. to probe)")
+    p.add_argument("--show-log", action="store_true", help="print the end of the client's log")
     p.add_argument("--json", action="store_true")
     a = p.parse_args(argv)
-    out = run(a.streams, a.seconds, a.ttft_ms, a.itl_ms, a.tokens, a.spawn_rate or max(a.streams / 10.0, 1.0))
+    out = run(a.streams, a.seconds, a.ttft_ms, a.itl_ms, a.tokens, a.spawn_rate or max(a.streams / 10.0, 1.0),
+              a.locustfile)
     if a.json:
         print(json.dumps(out, indent=1))
     else:
@@ -170,6 +175,8 @@ def main(argv: list[str] | None = None) -> int:
               f" ({out['requests_per_socket']:.2f} requests per socket) | client-bound "
               f"{cl.get('client_bound')} (loop lag p99 {lag} ms){sizing}",
               flush=True)
+        if a.show_log:
+            print(out["client_log_tail"])
     return 1 if out["lost"] or out["failed"] else 0
 
 
