@@ -8,11 +8,12 @@ Locust RPC connection (``locust.rpc``, zmq), speaking the worker protocol (``cli
 into a real telemetry recorder and Locust's request stats, and ships exactly what a worker ships: Locust's stats,
 ``recorder.take()`` (sketches, histograms, per-second slots) under ``llm``, and the client-load probe's samples.
 
-Printed per worker count: the master's CPU (cores, and ms per report), the time its listeners take per report
-(Locust's stats merge + the telemetry merge: p50 / p99), its RSS, the report lag (seconds from the worker's send to
-the master's handling: p50 / p99, first vs last third of the window: a lag that grows means the master falls
-behind) and the check that the merged summary equals the sum of what the workers shipped (requests, output
-tokens).
+Printed per worker count, over a window in the middle of the run: the reports the master handled per second (the
+workers' process shares the machine: below one per worker a second, it was the limit), the master's CPU (cores, and
+ms per report), the time its listeners take per report (Locust's stats merge + the telemetry merge: p50 / p99), its
+RSS, the report lag (seconds from the worker's send to the master's handling: p50 / p99, first vs last third of the
+window: a lag that grows means the master falls behind) and the check that the merged summary equals the sum of what
+the workers shipped (requests, output tokens).
 
     python -m bench.master_fanin                         # 50, 100, 200 workers, 20 s each
     python -m bench.master_fanin --workers 10 --seconds 5 --json      # the suite's quick variant
@@ -177,9 +178,9 @@ def measure(n: int, secs: float, rps: int, tokens: int, host: str) -> dict:
         try:
             # the window: the middle of the run (workers connected and spawned; before the quit)
             time.sleep(min(4.0, secs / 4) + 2.0)
-            c0, w0 = _cpu_s(master.pid), time.monotonic()
+            c0, w0, t0 = _cpu_s(master.pid), time.monotonic(), time.time()  # wall: the probes' clock
             time.sleep(max(secs / 2, 1.0))
-            c1, w1 = _cpu_s(master.pid), time.monotonic()
+            c1, w1, t1 = _cpu_s(master.pid), time.monotonic(), time.time()
             rss, la = _rss_mb(master.pid), loadavg()
             master.wait(secs + 120)
             fleet.wait(60)
@@ -193,15 +194,17 @@ def measure(n: int, secs: float, rps: int, tokens: int, host: str) -> dict:
                              f"{master.stderr.read().decode()[-1500:]} {fleet.stderr.read().decode()[-1500:]}")
         s, sent = json.loads(summary.read_text()), json.loads(shipped.read_text())
         pr = json.loads(probes.read_text()) if probes.exists() else {"lags": [], "merges": []}
-    reports = n * (w1 - w0)  # one a second from each worker
-    lags = [lag for _t, lag in pr["lags"]]
-    third = max(len(pr["lags"]) // 3, 1)
+    window = [(t, lag) for t, lag in pr["lags"] if t0 <= t <= t1]  # reports the master handled in the window
+    reports = max(len(window), 1)
+    lags = [lag for _t, lag in window]
+    third = max(len(window) // 3, 1)
     return {
         "workers": n, "master_cores": (c1 - c0) / (w1 - w0), "master_ms_per_report": (c1 - c0) / reports * 1000.0,
+        "reports_per_s": len(window) / (w1 - w0),
         "merge_ms_p50": (_q(pr["merges"], 0.5) or 0) * 1000.0, "merge_ms_p99": (_q(pr["merges"], 0.99) or 0) * 1000.0,
         "rss_mb": rss, "lag_ms_p50": (_q(lags, 0.5) or 0) * 1000.0, "lag_ms_p99": (_q(lags, 0.99) or 0) * 1000.0,
-        "lag_ms_p50_first_third": (_q([x for _t, x in pr["lags"][:third]], 0.5) or 0) * 1000.0,
-        "lag_ms_p50_last_third": (_q([x for _t, x in pr["lags"][-third:]], 0.5) or 0) * 1000.0,
+        "lag_ms_p50_first_third": (_q([x for _t, x in window[:third]], 0.5) or 0) * 1000.0,
+        "lag_ms_p50_last_third": (_q([x for _t, x in window[-third:]], 0.5) or 0) * 1000.0,
         "reports_handled": len(pr["lags"]), "reports_shipped": sent["reports"],
         "requests_merged": s["requests"]["ok"], "requests_shipped": sent["requests"],
         "tokens_merged": s["tokens"]["output"]["total"] if isinstance(s["tokens"]["output"], dict)
@@ -214,7 +217,7 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m bench.master_fanin", description=__doc__.split("\n")[0])
     p.add_argument("--workers", default="50,100,200", help="comma list of worker counts")
     p.add_argument("--seconds", type=seconds, default=20.0, help="each run's -t")
-    p.add_argument("--rps", type=positive_int, default=5, help="synthetic requests per worker per second")
+    p.add_argument("--rps", type=positive_int, default=2, help="synthetic requests per worker per second")
     p.add_argument("--tokens", type=positive_int, default=200, help="chunks per synthetic request")
     p.add_argument("--json", action="store_true")
     p.add_argument("--serve", type=int, default=None, help=argparse.SUPPRESS)
@@ -237,8 +240,9 @@ def main(argv: list[str] | None = None) -> int:
             if not equal:
                 bad.append(n)
             if not a.json:
-                print(f"{n:>4} workers: master {r['master_cores']:.2f} cores ({r['master_ms_per_report']:.2f} ms CPU "
-                      f"per report) | its listeners per report p50 {r['merge_ms_p50']:.2f} ms, p99 "
+                print(f"{n:>4} workers: {r['reports_per_s']:.0f} reports/s | master {r['master_cores']:.2f} cores "
+                      f"({r['master_ms_per_report']:.2f} ms CPU per report) | its listeners per report p50 "
+                      f"{r['merge_ms_p50']:.2f} ms, p99 "
                       f"{r['merge_ms_p99']:.2f} | RSS {r['rss_mb']:.0f} MB | report lag p50 {r['lag_ms_p50']:.1f} ms, "
                       f"p99 {r['lag_ms_p99']:.1f} (first third {r['lag_ms_p50_first_third']:.1f}, last third "
                       f"{r['lag_ms_p50_last_third']:.1f}) | merged {r['requests_merged']:,} requests / "
