@@ -135,14 +135,16 @@ def side_by_side(host: str, streams: int, warmup: float, window: float, max_toke
     except (FileNotFoundError, ProcessLookupError):
         errs = {k: p.communicate(timeout=30)[1].decode(errors="replace")[-2000:] for k, p in running.items()}
         raise SystemExit(f"a client ended early: {errs}") from None
-    for p in running.values():  # the window is read: stop both now rather than at their -t
+    logs = {}
+    for k, p in running.items():  # the window is read: stop them now rather than at their -t
         p.terminate()
-        p.communicate(timeout=60)
+        logs[k] = p.communicate(timeout=60)[1].decode(errors="replace")
     row: dict = {}
     for k in running:
         tokens = s1.get(keys[k], 0) - s0.get(keys[k], 0)
         if tokens <= 0:
-            raise SystemExit(f"{k}: no tokens streamed in the window: is the machine saturated?")
+            raise SystemExit(f"{k}: no tokens streamed in the window ({s0}, then {s1}): is the machine saturated? "
+                             f"Its log: {logs[k][-1500:]}")
         cpu = c1[k] - c0[k]
         row[k] = {"us_per_token": cpu / tokens * 1e6, "cpu_s": round(cpu, 3), "tokens": tokens,
                   "tokens_per_s": tokens / (w1 - w0)}
