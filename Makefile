@@ -14,6 +14,10 @@ STAMP := $(VENV)/.installed-$(shell cat requirements.txt | sha1sum | cut -c1-12)
 export HF_HUB_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
+# Test processes (pytest-xdist): the suite mostly waits on timed load runs (load average 0.2-0.8 run serially on
+# 2 cores), so four processes overlap those waits; the real-engine tests stay together on one (tests/conftest.py).
+TEST_PROCS ?= 4
+
 .PHONY: install bytecode system-deps run test test-fast test-vllm test-long vllm-env lint bench soak clean
 
 install: $(STAMP)
@@ -53,17 +57,20 @@ run: bytecode
 	@mkdir -p results
 	$(BIN)/python -m scripts.demo --users 16 --run-time 60 --out results
 
-test: bytecode system-deps vllm-env
-	REQUIRE_VLLM=1 REQUIRE_SYSTEM_TOOLS=1 $(BIN)/python -m pytest -q -p no:cacheprovider --durations=30 -m "not long" tests
+# the three installs side by side (apt, the project's venv, the engine's venv): independent but for `install`, which
+# make builds once
+test:
+	$(MAKE) --no-print-directory -j3 bytecode system-deps vllm-env
+	REQUIRE_VLLM=1 REQUIRE_SYSTEM_TOOLS=1 $(BIN)/python -m pytest -q -p no:cacheprovider -n $(TEST_PROCS) --durations=30 -m "not long" tests
 
 test-fast: bytecode system-deps
-	REQUIRE_SYSTEM_TOOLS=1 $(BIN)/python -m pytest -q -p no:cacheprovider -m "not vllm and not long" tests
+	REQUIRE_SYSTEM_TOOLS=1 $(BIN)/python -m pytest -q -p no:cacheprovider -n $(TEST_PROCS) -m "not vllm and not long" tests
 
 test-vllm: bytecode vllm-env
 	REQUIRE_VLLM=1 $(BIN)/python -m pytest -q -p no:cacheprovider -m "vllm and not long" tests
 
 test-long: bytecode system-deps
-	REQUIRE_SYSTEM_TOOLS=1 $(BIN)/python -m pytest -q -p no:cacheprovider -m long tests
+	REQUIRE_SYSTEM_TOOLS=1 $(BIN)/python -m pytest -q -p no:cacheprovider -n $(TEST_PROCS) -m long tests
 
 # The real vLLM CPU engine in its own venv and the tiny DeepSeek-tokenizer model (both once).
 vllm-env: install

@@ -1,4 +1,6 @@
-"""Shared fixtures, the per-test time limit and the ``slow`` marker's rule. Integration helpers: tests/support.py.
+"""Shared fixtures, the per-test time limit, the ``slow`` marker's rule and the order tests run in.
+
+Integration helpers: tests/support.py.
 
 Every test has a finite time limit (pytest-timeout): a hang fails with the test's name instead of eating the suite's
 budget. A test without a real process gets ``QUICK_TIMEOUT_S``; one marked ``slow`` gets the ``timeout`` of
@@ -12,28 +14,85 @@ command.
 
 from __future__ import annotations
 
+import functools
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import gevent.subprocess
 import pytest
 import pytest_timeout  # noqa: F401  the plugin must be installed: without it a hang would stall the suite
+import xdist  # noqa: F401  make test spreads the suite over processes (-n): see ENGINE_TESTS
 
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
+def _poll_for_work(queue) -> int:
+    """An xdist worker's wait for its next test, by polling instead of a blocking ``threading.Event.wait``.
+
+    Importing Locust monkey-patches ``threading`` with gevent in the worker, whose test queue is filled by execnet's
+    receiver thread (a real thread). A real ``Event.wait`` then blocks on a gevent lock that nothing in the worker's
+    own hub will release, and gevent ends the worker with ``LoopExit``. ``time.sleep`` (gevent's, once patched) keeps
+    the hub alive with a timer, and the queue's lock, made before the patch, is a real one."""
+    while True:
+        with queue.lock() as items:
+            if items:
+                return items.popleft()
+        time.sleep(0.002)
+
+
+def pytest_sessionstart(session):
+    """On an xdist worker, its test queue waits by polling (:func:`_poll_for_work`)."""
+    for plugin in session.config.pluginmanager.get_plugins():
+        queue = getattr(plugin, "torun", None)
+        if queue is not None and hasattr(queue, "lock"):  # xdist's WorkerInteractor and its TestQueue
+            queue.get = functools.partial(_poll_for_work, queue)
+
+
 QUICK_TIMEOUT_S = 120
 """A test that starts no real process: seconds of work at most, even on a loaded 2-core box."""
+
+
+ENGINE_TESTS = "tests/vllm/"
+"""Where every test of the engine pool lives (its fixtures are tests/vllm/conftest.py's). Under xdist they form one
+work unit (EngineGroupScheduling): one worker runs them all, in order, so the package-scoped pool starts the engine
+once for the suite, as it does without xdist. (``vllm bench`` against the simulator is marked ``vllm`` too but needs
+only the engine's venv: it runs on any worker.)"""
+
+
+def _schedule_rank(item) -> int:
+    """Where a test goes in the run: the engine group first (the longest unit), then the other tests with real
+    processes, then the quick ones, which fill the workers' idle ends. Within a rank the collection order stays."""
+    if item.nodeid.startswith(ENGINE_TESTS):
+        return 0
+    return 1 if item.get_closest_marker("slow") is not None else 2
 
 
 def pytest_collection_modifyitems(config, items):
     for item in items:
         if item.get_closest_marker("timeout") is None and item.get_closest_marker("slow") is None:
             item.add_marker(pytest.mark.timeout(QUICK_TIMEOUT_S))
+    items.sort(key=_schedule_rank)  # stable: the engine tests keep their file order (tests/vllm/test_a_… first)
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """xdist's scope scheduling: a test module is one work unit, so its module-scoped fixtures (a simulator, a
+    300-request master + workers run) start once and tests that share a server's state (a fault every 5th request)
+    see it in their file's order; the real-engine package is one unit too. Units go out in the collection order
+    above (not xdist's largest-first), the engine first. (xdist's own ``xdist_group`` marks are lost under pytest 9,
+    whose node ids no longer read the ``_nodeid`` xdist rewrites.)"""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class EngineGroupScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return ENGINE_TESTS if nodeid.startswith(ENGINE_TESTS) else nodeid.split("::", 1)[0]
+
+    config.option.loadscopereorder = False
+    return EngineGroupScheduling(config, log)
 
 
 QUICK_COMMANDS = {"git"}

@@ -18,6 +18,8 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -80,6 +82,28 @@ class Proc:
 
     def __exit__(self, *exc) -> None:
         self.stop()
+
+
+@contextmanager
+def locust_cluster(master_args: list[str] | tuple[str, ...], workers: int = 2, worker_args: tuple[str, ...] = (),
+                   locustfile: str = "locustfile.py", master_env: dict | None = None,
+                   worker_env=None) -> Iterator[tuple[Proc, list[Proc]]]:
+    """A Locust master (``master_args`` after its bind options and ``--expect-workers``) and ``workers`` workers on
+    127.0.0.1, every one stopped by PID on the way out. ``worker_env(i)`` gives worker ``i`` its own environment."""
+    port = free_port()
+    master = Proc([LOCUST, "-f", locustfile, "--master", "--master-bind-host", "127.0.0.1", "--master-bind-port",
+                   str(port), "--expect-workers", str(workers), *master_args], name="master", env=master_env)
+    procs: list[Proc] = []
+    try:
+        for i in range(workers):
+            procs.append(Proc([LOCUST, "-f", locustfile, "--worker", "--master-host", "127.0.0.1", "--master-port",
+                               str(port), *worker_args], name=f"worker{i}",
+                              env=worker_env(i) if worker_env else None))
+        yield master, procs
+    finally:
+        master.stop()
+        for w in procs:
+            w.stop()
 
 
 def wait_http(url: str, timeout: float = 30.0, proc: Proc | None = None) -> None:

@@ -33,13 +33,7 @@ def test_every_bench_module_has_a_quick_mode():
     assert modules == set(QUICK)
 
 
-SLOW_TO_START = {"scaling"}
-"""On this project's loaded 2-core machines bench.scaling's ``--processes 2`` run never started streaming (twice, 180 s
-each): it runs in make test-long until that is understood."""
-
-
-@pytest.mark.parametrize("module", [pytest.param(m, marks=pytest.mark.long) if m in SLOW_TO_START else m
-                                    for m in sorted(QUICK)])
+@pytest.mark.parametrize("module", sorted(QUICK))
 def test_bench_module_runs_in_quick_mode(module):
     run = subprocess.run([PY, "-m", f"bench.{module}", *QUICK[module]], cwd=ROOT, capture_output=True, text=True,
                          timeout=400)

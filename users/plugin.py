@@ -80,8 +80,8 @@ class UsersPlugin:
             route_tokenizers_from(environment.parsed_options)  # names only versions of --route-table
             runner = environment.runner
             workers = int(getattr(environment.parsed_options, "expect_workers", 1) or 1)
-            settings = RunSettings.from_options(environment.parsed_options, getattr(runner, "worker_index", 0),
-                                                workers if isinstance(runner, WorkerRunner) else 1)
+            settings = off_loop(RunSettings.from_options, environment.parsed_options,
+                                getattr(runner, "worker_index", 0), workers if isinstance(runner, WorkerRunner) else 1)
         except ValueError as e:  # values typed in the web UI skip argparse's validators
             log.error("LLM users: %s", e)
             if environment.runner is not None:
@@ -109,7 +109,7 @@ class UsersPlugin:
             return
         post = json_poster(host, settings.headers(False))
         for chat in (True, False):
-            source = settings.source(chat)
+            source = off_loop(settings.source, chat)
             if isinstance(source, SyntheticPrompts):
                 check(post, source, settings.rng, settings.model, settings.align_prompts)
 
@@ -151,14 +151,14 @@ class UsersPlugin:
         model = getattr(environment.parsed_options, "model", None) or None
         if option == AUTO and model is None and environment.host:
             try:
-                settings = RunSettings.from_options(environment.parsed_options)
+                settings = off_loop(RunSettings.from_options, environment.parsed_options)
             except ValueError:
                 return
             model = self._model(environment.host, settings.headers(False))
         self._use(environment, choose_tokenizer(option, model))
         try:
             route_tokenizers_from(environment.parsed_options)
-            settings = RunSettings.from_options(environment.parsed_options)
+            settings = off_loop(RunSettings.from_options, environment.parsed_options)
         except ValueError as e:
             log.error("LLM users: %s", e)
             if environment.runner is not None:
@@ -195,6 +195,14 @@ class UsersPlugin:
                 log.error("LLM users: %s. Requests go out without a model name; pass --model to set one.", e)
                 self._models[host] = None
         return self._models[host]
+
+
+def off_loop(fn, *args):
+    """``fn(*args)`` on gevent's thread pool, the calling greenlet waiting for it. Loading a tokenizer and building
+    the synthetic prompt pool take seconds of CPU at a run's start (3.3 s and 1.3 s on a loaded 2-core box); on the
+    event loop they would stall a worker's heartbeats past Locust's 3 s liveness, and the master would drop the worker
+    as missing and stop the run. In a thread they share the GIL with the loop, which keeps beating."""
+    return gevent.get_hub().threadpool.apply(fn, args)
 
 
 def install(environment) -> None:

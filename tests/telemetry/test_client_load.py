@@ -14,7 +14,7 @@ import pytest
 
 from telemetry.control import client_load
 from telemetry.control.client_load import ClientLoad, LoopProbe, processes_needed
-from tests.support import LOCUST, PY, ROOT, Proc, free_port, wait_http
+from tests.support import LOCUST, PY, ROOT, Proc, free_port, locust_cluster, wait_http
 
 
 def test_probe_measures_a_loop_held_for_a_known_time():
@@ -60,19 +60,18 @@ def test_verdict_needs_a_second_of_probing_and_names_the_reason():
 
 @pytest.mark.slow
 def test_starved_worker_is_reported_client_bound(tmp_path):
-    srv_port, mport = free_port(), free_port()
+    srv_port = free_port()
     host = f"http://127.0.0.1:{srv_port}"
     locustfile = "tests/telemetry/hog_locustfile.py"
     summary = tmp_path / "s.json"
     server = Proc([PY, "-m", "tests.users.hostile_server", "--port", str(srv_port), "--modes", "ok"], name="hostile")
-    master = Proc([LOCUST, "-f", locustfile, "--headless", "--master", "--master-bind-host", "127.0.0.1",
-                   "--master-bind-port", str(mport), "--expect-workers", "1", "-u", "4", "-r", "4", "-t", "5s",
-                   "--host", host, "--prometheus-port", "0", "--server-metrics-url", "off", "--input-len", "fixed:16",
-                   "--output-len", "fixed:8", "--llm-summary-json", str(summary), "StreamingChatUser", "CpuHogUser"],
-                  name="master", env={"LLM_TEST_RESULTS": str(tmp_path / "m.jsonl")})
-    worker = Proc([LOCUST, "-f", locustfile, "--worker", "--master-host", "127.0.0.1", "--master-port", str(mport)],
-                  name="worker", env={"LLM_TEST_RESULTS": str(tmp_path / "w.jsonl")})
-    with server, master, worker:
+    cluster = locust_cluster(
+        ["--headless", "-u", "4", "-r", "4", "-t", "5s", "--host", host, "--prometheus-port", "0",
+         "--server-metrics-url", "off", "--input-len", "fixed:16", "--output-len", "fixed:8", "--llm-summary-json",
+         str(summary), "StreamingChatUser", "CpuHogUser"],
+        workers=1, locustfile=locustfile, master_env={"LLM_TEST_RESULTS": str(tmp_path / "m.jsonl")},
+        worker_env=lambda _i: {"LLM_TEST_RESULTS": str(tmp_path / "w.jsonl")})
+    with server, cluster as (master, (worker,)):
         wait_http(f"{host}/health", proc=server)
         rc = master.wait(60)
         worker.wait(30)

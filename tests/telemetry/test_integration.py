@@ -22,7 +22,7 @@ import pytest
 from telemetry.measure.sketch import DEFAULT_ALPHA
 from telemetry.metrics import BOUNDS
 from tests.requires import require_tool
-from tests.support import LOCUST, PY, Proc, free_port, get_json, prometheus_config, wait_http
+from tests.support import LOCUST, PY, Proc, free_port, get_json, locust_cluster, prometheus_config, wait_http
 
 pytestmark = pytest.mark.slow
 
@@ -52,20 +52,17 @@ def _rows(paths: list[Path]) -> list[dict]:
 def _distributed(host: str, tmp: Path, seconds: int, extra: list[str], kill_after: float | None = None,
                  term_master_after: float | None = None):
     """Master + 2 workers (real processes); returns (master output, rc, summary, rows, worker procs)."""
-    mport = free_port()
     summary_path = tmp / "summary.json"
-    master = Proc([LOCUST, "-f", LOCUSTFILE, "--headless", "--master", "--master-bind-host", "127.0.0.1",
-                   "--master-bind-port", str(mport), "--expect-workers", "2", "-u", "6", "-r", "6", "-t", f"{seconds}s",
-                   "--host", host, "--llm-summary-json", str(summary_path), "--stop-timeout", "5", *LOAD, *extra,
-                   "StreamingChatUser"],
-                  name="master", env={"LLM_TEST_RESULTS": str(tmp / "master.jsonl")})
     files = [tmp / f"w{i}.jsonl" for i in range(2)]
     # --stop-timeout: at quit the users finish the request in flight (the server has counted it), then the
     # worker sends its final report; Locust does not forward this option, so each process gets it
-    workers = [Proc([LOCUST, "-f", LOCUSTFILE, "--worker", "--master-host", "127.0.0.1", "--master-port", str(mport),
-                     "--stop-timeout", "5"],
-                    name=f"worker{i}", env={"LLM_TEST_RESULTS": str(files[i])}) for i in range(2)]
-    try:
+    cluster = locust_cluster(
+        ["--headless", "-u", "6", "-r", "6", "-t", f"{seconds}s", "--host", host, "--llm-summary-json",
+         str(summary_path), "--stop-timeout", "5", *LOAD, *extra, "StreamingChatUser"],
+        worker_args=("--stop-timeout", "5"), locustfile=LOCUSTFILE,
+        master_env={"LLM_TEST_RESULTS": str(tmp / "master.jsonl")},
+        worker_env=lambda i: {"LLM_TEST_RESULTS": str(files[i])})
+    with cluster as (master, workers):
         if kill_after is not None:
             deadline = time.monotonic() + 60
             while not files[0].exists() and time.monotonic() < deadline:  # the run has started
@@ -82,10 +79,6 @@ def _distributed(host: str, tmp: Path, seconds: int, extra: list[str], kill_afte
         out = master.output()
         for w in workers[1:] if kill_after is not None else workers:
             w.wait(30)
-    finally:
-        master.stop()
-        for w in workers:
-            w.stop()
     assert summary_path.exists(), out[-4000:]
     return out, rc, json.loads(summary_path.read_text()), _rows(files), workers
 

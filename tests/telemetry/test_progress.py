@@ -33,12 +33,15 @@ def test_make_run_prints_a_progress_line_per_interval(tmp_path):
         assert m.group(2) == "main" and int(m.group(3)) == 4
         assert int(m.group(9)) == 0 and float(m.group(10)) == 0.0
         assert int(m.group(6)) <= int(m.group(7))
-    # the steady lines' rates are those of the whole run (same load throughout), within a busy box's noise
+    # the steady lines' rates are those of the whole run (same load throughout): their median within 20 % (a rate
+    # over the wrong span, e.g. one interval too many, is off by a third or more), each line within a busy box's noise
     steady = lines[1:]
     rps = summary["requests"]["total"] / summary["duration_s"]
-    assert all(0.5 * rps < float(m.group(4)) < 1.6 * rps for m in steady), (rps, [m.group(0) for m in steady])
     tok_s = summary["tokens"]["output_per_s"]
-    assert all(0.5 * tok_s < int(m.group(5)) < 1.6 * tok_s for m in steady)
+    for group, whole in ((4, rps), (5, tok_s)):
+        rates = sorted(float(m.group(group)) for m in steady)
+        assert 0.8 * whole < rates[len(rates) // 2] < 1.2 * whole, (whole, [m.group(0) for m in steady])
+        assert all(0.6 * whole < r < 1.5 * whole for r in rates), (whole, [m.group(0) for m in steady])
 
 
 def test_no_progress_lines_when_off(tmp_path):

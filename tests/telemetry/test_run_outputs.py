@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import signal
 import time
-from contextlib import contextmanager
 
 import jsonschema
 import numpy as np
@@ -18,7 +17,7 @@ import pytest
 
 from telemetry.outputs.requestlog import read_records
 from tests.requires import VLLM, require
-from tests.support import LOCUST, ROOT, Proc, free_port, start_sim
+from tests.support import LOCUST, ROOT, Proc, locust_cluster, start_sim
 from workload.tokenizers import tokenizer_hash
 
 pytestmark = pytest.mark.slow
@@ -39,21 +38,10 @@ def sim():
         yield host
 
 
-@contextmanager
 def _master_and_two_workers(sim: str, *args: str):
     """A headless master (8 users, -t 120 s) with ``args`` and two workers; all stopped on the way out."""
-    mport = free_port()
-    master = Proc([LOCUST, "-f", "locustfile.py", "--headless", "--master", "--master-bind-host", "127.0.0.1",
-                   "--master-bind-port", str(mport), "--expect-workers", "2", "-u", "8", "-r", "8", "-t", "120s",
-                   "--host", sim, *args, *LOAD, "StreamingChatUser"], name="master")
-    workers = [Proc([LOCUST, "-f", "locustfile.py", "--worker", "--master-host", "127.0.0.1", "--master-port",
-                     str(mport)], name=f"worker{i}") for i in range(2)]
-    try:
-        yield master, workers
-    finally:
-        master.stop()
-        for w in workers:
-            w.stop()
+    return locust_cluster(["--headless", "-u", "8", "-r", "8", "-t", "120s", "--host", sim, *args, *LOAD,
+                           "StreamingChatUser"])
 
 
 @pytest.fixture(scope="module")
@@ -102,7 +90,13 @@ def test_summary_is_schema_2_with_the_run_record_and_the_server_environment(budg
     assert fill["block_size"] == BLOCK_SIZE and fill["block_size_source"] == "server"
     assert 0 < fill["mean"] <= 1 and fill["var"] >= 0
     (stage,) = s["stages"]
-    assert stage["client_kv_block_fill_var"] is not None and stage["server_kv_usage_var"] is not None
+    # one stage: its fill variance is the run's, from the same samples; each variance within the Bhatia-Davis bound
+    # (max - mean)(mean - min) of its own samples, which E[x^2] (the mean not taken off) or a variance of the wrong
+    # samples would break
+    assert stage["client_kv_block_fill_var"] == pytest.approx(fill["var"], rel=1e-9) and fill["var"] > 0
+    assert fill["var"] <= fill["mean"] * (1 - fill["mean"])
+    kv_mean, kv_max, kv_var = stage["server_kv_usage_mean"], stage["server_kv_usage_max"], stage["server_kv_usage_var"]
+    assert kv_max > 0 and 0 <= kv_var <= (kv_max - kv_mean) * kv_mean + 1e-12, (kv_mean, kv_max, kv_var)
 
 
 def test_jsonl_has_one_line_per_request_and_reconciles_with_the_summary(budget_run):

@@ -17,7 +17,7 @@ import pytest
 
 from telemetry.outputs.requestlog import read_records
 from tests.server.sim.helpers import running_sim
-from tests.support import LOCUST, ROOT, Proc, free_port
+from tests.support import ROOT, locust_cluster
 from tests.users.e2e import run_locust
 from workload.tokenizers import chat_renderer, load_tokenizer
 
@@ -154,21 +154,13 @@ def test_a_master_and_two_workers_replay_disjoint_shares_of_the_sample(tmp_path)
     assert len(firsts) == len(records)
     log, summary = tmp_path / "requests.jsonl", tmp_path / "summary.json"
     with running_sim("--served-model-name", MODEL, "--tokenizer", TOKENIZER) as sim:
-        mport = free_port()
-        master = Proc([LOCUST, "-f", "locustfile.py", "--headless", "--master", "--master-bind-host", "127.0.0.1",
-                       "--master-bind-port", str(mport), "--expect-workers", "2", "-u", "4", "-r", "4", "-t", "10s",
-                       "--host", f"http://127.0.0.1:{sim.port}", "--only-summary", "--prometheus-port", "0",
-                       "--server-metrics-url", "off", "--dataset", str(path), "--dataset-sample", "4",
-                       "--dataset-shuffle", "--llm-requests-jsonl", str(log), "--llm-summary-json", str(summary),
-                       "StreamingChatUser"], name="master")
-        workers = [Proc([LOCUST, "-f", "locustfile.py", "--worker", "--master-host", "127.0.0.1", "--master-port",
-                         str(mport)], name=f"worker{i}") for i in range(2)]
-        try:
+        cluster = locust_cluster(
+            ["--headless", "-u", "4", "-r", "4", "-t", "10s", "--host", f"http://127.0.0.1:{sim.port}",
+             "--only-summary", "--prometheus-port", "0", "--server-metrics-url", "off", "--dataset", str(path),
+             "--dataset-sample", "4", "--dataset-shuffle", "--llm-requests-jsonl", str(log), "--llm-summary-json",
+             str(summary), "StreamingChatUser"])
+        with cluster as (master, workers):
             assert master.wait(90) == 0, master.output()[-3000:]
-        finally:
-            master.stop()
-            for w in workers:
-                w.stop()
     logs = "\n".join(p.output()[-2000:] for p in (master, *workers))
     s = json.loads(summary.read_text())
     assert s["requests"]["total"] > 0, logs

@@ -57,7 +57,10 @@ def test_time_scale_runs_the_steps_faster_and_metrics_are_in_wall_seconds():
         e2e = engine.metrics.e2e  # wall-clock seconds: what the client measured, never more than its wall time
         assert e2e.count == 1 and 0.6 / scale * 0.95 < e2e.sum <= wall, (scale, e2e.sum, wall)
         itl = engine.metrics.itl
-        assert itl.count == 29 and 0.018 / scale < itl.sum / itl.count < 0.026 / scale, (scale, itl.sum / itl.count)
+        # in wall seconds: not the simulated 20 ms at scale 10. The mean may fall below the step when a loaded box
+        # delays the first token and the engine's step clock catches up, so the lower bound is half a step
+        assert itl.count == 29 and itl.sum <= e2e.sum, (scale, itl.sum, e2e.sum)
+        assert 0.010 / scale < itl.sum / itl.count < 0.026 / scale, (scale, itl.sum / itl.count)
     # each wall within -10 % / +50 % of 600 ms / scale: at scale 10 the same steps take a tenth (60 ms), so a
     # speed-up under ~6.7x fails
     assert walls[1.0] < 0.6 * 1.5 and walls[10.0] < 0.06 * 1.5, walls
