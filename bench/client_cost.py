@@ -94,6 +94,9 @@ def bare_argv(host: str, streams: int, seconds: float, max_tokens: int) -> list[
 
 
 CLIENTS = ("users", "bare reader")
+READY_TOKENS = 30
+"""Tokens per stream every client has streamed before the warm-up starts (the first requests may precede the end
+of a client's start-up)."""
 BASELINE = "baseline"
 
 
@@ -117,10 +120,11 @@ def side_by_side(host: str, streams: int, warmup: float, window: float, max_toke
         for k, (v, cwd, e) in procs.items()
     }
     try:
-        # the window opens `warmup` seconds after BOTH clients streamed their first tokens: start-up
-        # (imports, tokenizer, test_start look-ups) takes from 2 to 10 s on a busy machine
-        deadline = time.monotonic() + 60
-        while not all(_stats(host).get(key, 0) > 0 for key in keys.values()):
+        # the window opens `warmup` seconds after every client streamed READY_TOKENS per stream: start-up
+        # (imports, tokenizer, prompt pool, test_start look-ups) takes from 2 to 30 s on a busy machine, and the
+        # first requests can go out before it has ended (their streams then stall until it has)
+        deadline = time.monotonic() + 120
+        while not all(_stats(host).get(key, 0) >= READY_TOKENS * streams for key in keys.values()):
             if time.monotonic() > deadline or any(p.poll() is not None for p in running.values()):
                 raise FileNotFoundError
             time.sleep(0.2)
