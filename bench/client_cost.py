@@ -103,7 +103,7 @@ BASELINE = "baseline"
 def side_by_side(host: str, streams: int, warmup: float, window: float, max_tokens: int, locustfile: str,
                  server_pid: int | None = None, baseline: Path | None = None) -> dict:
     """One repeat: the clients at once; their marginal µs/token over the same window."""
-    seconds = 90 + warmup + window  # stopped once the window is read; a slow start (a cold checkout) must not end it
+    seconds = 600 + warmup + window  # stopped once the window is read: -t must not end a client that started slowly
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "HF_HUB_OFFLINE": "1"}
     procs = {
         "users": (users_argv(host, streams, seconds, max_tokens, locustfile), ROOT, env),
