@@ -137,12 +137,9 @@ def side_by_side(host: str, streams: int, warmup: float, window: float, max_toke
         c1 = {k: _cpu_s(p.pid) for k, p in running.items()}
         srv1, w1 = (_cpu_s(server_pid) if server_pid else 0.0), time.monotonic()
     except (FileNotFoundError, ProcessLookupError):
-        errs = {k: p.communicate(timeout=30)[1].decode(errors="replace")[-2000:] for k, p in running.items()}
-        raise SystemExit(f"a client ended early: {errs}") from None
-    logs = {}
-    for k, p in running.items():  # the window is read: stop them now rather than at their -t
-        p.terminate()
-        logs[k] = p.communicate(timeout=60)[1].decode(errors="replace")
+        errs = {k: v[-2000:] for k, v in _stop(running).items()}
+        raise SystemExit(f"a client ended early or never streamed {READY_TOKENS} tokens per stream: {errs}") from None
+    logs = _stop(running)  # the window is read: stop them now rather than at their -t
     row: dict = {}
     for k in running:
         tokens = s1.get(keys[k], 0) - s0.get(keys[k], 0)
@@ -158,6 +155,20 @@ def side_by_side(host: str, streams: int, warmup: float, window: float, max_toke
     row["server_cores"] = (srv1 - srv0) / (w1 - w0)
     row["loadavg"] = loadavg()
     return row
+
+
+def _stop(running: dict[str, subprocess.Popen]) -> dict[str, str]:
+    """Stop every client (killed when SIGTERM has not ended it in 30 s: a busy one with hundreds of streams can take
+    longer); their logs."""
+    logs = {}
+    for k, p in running.items():
+        p.terminate()
+        try:
+            logs[k] = p.communicate(timeout=30)[1].decode(errors="replace")
+        except subprocess.TimeoutExpired:
+            p.kill()
+            logs[k] = p.communicate(timeout=30)[1].decode(errors="replace")
+    return logs
 
 
 def loadavg() -> float:
