@@ -28,6 +28,7 @@ from flask import Blueprint, Response, request
 from locust.runners import STATE_RUNNING, STATE_SPAWNING, MasterRunner
 
 from run.context import attach
+from telemetry.outputs.report.capacity_view import capacity_charts
 from telemetry.outputs.report.fmt import num
 from telemetry.outputs.report.render import CSS
 from telemetry.outputs.report.sections import load_charts
@@ -57,6 +58,7 @@ FIGURES: tuple[tuple[str, Callable[[Mapping], str | list[str]]], ...] = (
     ("throughput", throughput_timeline),
     ("server", server_chart),
     ("load", load_charts),
+    ("capacity", capacity_charts),
 )
 """Chart id -> the report's drawing function (one SVG, or a list of them; "" / [] = nothing to draw yet)."""
 
@@ -194,8 +196,20 @@ def stage_view(progress: Mapping | None, live: Mapping, summary: Mapping, users:
         "measured_stages": [st.get("name") for st in summary.get("stages") or []
                             if isinstance(st, Mapping) and not st.get("warmup")],
         "batching": _batching_verdict(summary.get("attribution")),
+        "capacity": _search_view(summary.get("capacity")),
     }
     return out
+
+
+def _search_view(cap) -> dict | None:
+    """A capacity search's state (the summary's ``capacity``: the same probe records the report draws): its
+    statement and each judged probe's stage, verdict and why it stopped early."""
+    if not isinstance(cap, Mapping):
+        return None
+    probes = [{"stage": p.get("stage"), "passed": p.get("passed"),
+               "early_stop": (p.get("early_stop") or {}).get("reason")} for p in cap.get("probes") or []]
+    return {"status": cap.get("status"), "statement": cap.get("statement"), "probes": probes,
+            "max_probes": cap.get("max_probes")}
 
 
 def slo_card(slo: Mapping | None, running: bool) -> str:
@@ -232,6 +246,17 @@ def stage_html(v: Mapping) -> str:
         cards.append(_card("saturation", f"knee at {sat['stage']}", str(sat.get("reason") or "")))
     else:
         cards.append(_card("saturation", "no knee yet", str(sat.get("reason") or "no verdict yet")))
+    search = v.get("capacity")
+    if search:  # the capacity search: the probes judged so far (its charts are the "capacity" figures)
+        probes = search["probes"]
+        last = probes[-1] if probes else None
+        verdict = "–" if last is None else f"{last['stage']}: {'met every SLO' if last['passed'] else 'breached'}"
+        if last is not None and last.get("early_stop"):
+            verdict += " (stopped early)"
+        done = v.get("state") not in ACTIVE or search.get("status") not in ("not_run", "incomplete")
+        sub = str(search.get("statement") or "") if done and probes else \
+            f"{len(probes)} of at most {search.get('max_probes')} probes judged"
+        cards.append(_card("capacity search", verdict, sub))
     cards.append(slo_card(v.get("slo"), v.get("state") in ACTIVE))
     det = v.get("detectors")
     if v.get("state") not in ACTIVE and v.get("batching") and v.get("requests"):  # the run is over: its verdict

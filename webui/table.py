@@ -96,14 +96,39 @@ def detector_text(state: Mapping | None) -> str:
         value = _num(c.get("value"))
         shown = "—" if value is None else f"{value:.4g}"
         parts.append(f"{c.get('name')} {'BREACHED' if c.get('breached') else 'ok'} {shown} / {c.get('threshold'):g}")
+    im = state.get("imbalance") or {}
+    if im.get("imbalanced"):
+        parts.append(f"IMBALANCED engine {im.get('engine')}")
+    elif im.get("judged"):
+        parts.append("engines balanced")
     if state.get("stopped_by"):
         parts.append(f"stopped by {state['stopped_by'].get('detector')}")
     return " · ".join(parts)
 
 
+def engine_rows(live: Mapping) -> list[dict[str, str]]:
+    """With a fleet (two engines or more), one row per target and engine: its KV usage and, in the detectors'
+    column, its running and waiting requests and whether the imbalance detector names it."""
+    engines = live.get("engines") or {}
+    if len(engines) < 2:
+        return []
+    flagged = ((live.get("detectors") or {}).get("imbalance") or {})
+    out = []
+    for key, e in engines.items():
+        row = _empty(f"engine {key}")
+        row["server_kv"] = _percent(e.get("kv_cache_usage"))
+        text = f"running {_fixed(e.get('requests_running'), 0)} · waiting {_fixed(e.get('requests_waiting'), 0)}"
+        if flagged.get("imbalanced") and flagged.get("engine") == key:
+            text += " · OFF THE FLEET"
+        row["detectors"] = text
+        out.append(row)
+    return out
+
+
 def llm_rows(live: Mapping | None, users: int | None = None) -> list[dict[str, str]]:
-    """Rows for the LLM tab: one per stage in run order, then "now"; no rows before the hub has anything."""
+    """Rows for the LLM tab: one per stage in run order, then "now", then one per engine of a fleet; no rows before
+    the hub has anything."""
     if not live:
         return []
     stages = [s for s in live.get("stages") or [] if isinstance(s, Mapping)]
-    return [*(stage_row(s) for s in stages), now_row(live, stages, users)]
+    return [*(stage_row(s) for s in stages), now_row(live, stages, users), *engine_rows(live)]

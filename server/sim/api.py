@@ -120,6 +120,8 @@ class SimApp:
         """``--reasoning``: reasoning tokens per request (None: the model does not reason). The first R output
         tokens are reasoning; with think-tags the first carries ``<think>`` and the R-th ``</think>``."""
         self.reasoning_field = REASONING_FIELDS[0]
+        self.kv = None
+        """``--kv-transfer-from``: a :class:`server.sim.pd.KvTransfer` (this is a pair's decode instance), else None."""
         self.created = int(time.time())
         self._ids = itertools.count(1)
         self._id_prefix = os.urandom(4).hex()
@@ -221,8 +223,18 @@ class SimApp:
             xrid = req.headers.get("x-request-id")
             for i, r in enumerate(reqs):
                 tracer.begin(r, req.headers, f"{sse.KINDS[kind][1]}{xrid}-{i}" if xrid else r.rid, r.max_tokens)
-        for r in reqs:
-            self.engine.submit(r)
+        if self.kv is None:
+            for r in reqs:
+                self.engine.submit(r)
+            return
+        for r in reqs:  # a prefill/decode pair: prefill there, the KV transfer, then decode here
+            arrival = self.engine.now()
+
+            def submit(r=r, arrival=arrival) -> None:
+                if not resp.dead:
+                    self.engine.submit(r, arrival)
+
+            asyncio.ensure_future(self.kv.run(r.tokens[:r.num_prompt], submit))
 
     def reasoning_counts(self, n: int) -> list[int]:
         """Reasoning tokens of each of ``n`` sequences (zeros when the model does not reason)."""

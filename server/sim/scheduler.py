@@ -58,6 +58,8 @@ class SimRequest:
     num_preemptions: int = 0
     cached_prompt_tokens: int = 0
     finish_reason: str | None = None
+    engine: int = 0
+    """The data-parallel engine it was dealt to (server/sim/fleet.py)."""
 
     @property
     def num_output(self) -> int:

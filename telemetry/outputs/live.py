@@ -48,6 +48,9 @@ def live(view: RunView) -> dict:
         "server_kv_usage": latest.get("kv_cache_usage") if latest else None,
         "client_kv_block_fill": view.client_kv_fill,
         "detectors": view.detectors,
+        "engines": {k: {f: e.get(f) for f in ("target", "engine", "kv_cache_usage", "requests_running",
+                                               "requests_waiting")}
+                    for k, e in ((latest or {}).get("engines") or {}).items()},
         "versions": {v: _backend(x) for v, x in view.version_servers.items()},
         "route_fallback": {k: (view.route_fallback or {}).get(k) for k in ("rule", "from", "to", "fired",
                            "switched_at_s", "switch_after_breach_s", "error")} if view.route_fallback else None,

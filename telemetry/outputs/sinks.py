@@ -33,6 +33,23 @@ def _f(v, fmt: str = "{:.1f}") -> str:
     return "-" if v is None else fmt.format(v)
 
 
+def engine_lines(server: dict) -> list[str]:
+    """One line per engine when the server is a fleet (several targets or data-parallel engines)."""
+    engines = server.get("engines") or []
+    if len(engines) < 2:
+        return []
+    named = len({e.get("target") for e in engines}) > 1
+    out = [f"  {len(engines)} engines, KV blocks {server.get('kv_blocks_total') or '?'}:"]
+    for e in engines:
+        kv, q = e["kv_cache_usage"], e["queue_time_ms"]
+        who = (f"{e['target']}/" if named else "") + f"engine {e['engine']}"
+        who += f" ({e['role']})" if e.get("role") else ""
+        out.append(f"  {who}: finished {e['requests_finished']}, KV mean {_f(kv['mean'], '{:.1%}')} max "
+                   f"{_f(kv['max'], '{:.1%}')}, waiting max {e['requests_waiting_max']}, queue p50/p99 "
+                   f"{_f(q['p50'])}/{_f(q['p99'])} ms, preemptions {e['preemptions']}")
+    return out
+
+
 def console_table(s: dict) -> str:
     """The token-level summary people read at the end of a headless run."""
     lines = [
@@ -61,6 +78,7 @@ def console_table(s: dict) -> str:
             f" max {_f(kv['max'], '{:.1%}')}, waiting max {server['requests_waiting_max']},"
             f" preemptions {server['preemptions']}"
         )
+        lines.extend(engine_lines(server))
     pc = s.get("prefix_cache") or {}
     if pc.get("hit_rate") is not None:
         share = pc.get("workload_share")

@@ -27,6 +27,8 @@ CLIENT_METRICS = {
     "llm_server_requests_waiting", "llm_server_preemptions_total", "llm_time_to_second_token_seconds",
     "llm_time_to_first_answer_token_seconds", "llm_thinking_span_seconds", "llm_reasoning_tokens_total",
     "llm_batching_degraded", "llm_slo_breached", "llm_slo_value", "llm_slo_threshold",
+    "llm_engine_imbalanced", "llm_engine_kv_cache_usage_ratio", "llm_engine_requests_running",
+    "llm_engine_requests_waiting",
 }
 VLLM_METRICS = {
     "vllm:kv_cache_usage_perc", "vllm:num_requests_running", "vllm:num_requests_waiting",
@@ -37,7 +39,8 @@ VLLM_METRICS = {
 }
 VLLM_LEGACY = {"vllm:gpu_cache_usage_perc", "vllm:time_per_output_token_seconds"}
 # vLLM V1 names beyond the founding list (served by vLLM 0.11 and by server.sim alike)
-VLLM_EXTRA = {"vllm:request_time_per_output_token_seconds", "vllm:generation_tokens_total"}
+VLLM_EXTRA = {"vllm:request_time_per_output_token_seconds", "vllm:generation_tokens_total",
+              "vllm:request_success_total"}
 GPU_METRICS = {"gpu_memory_used_bytes", "gpu_memory_total_bytes", "gpu_utilization_ratio"}
 KNOWN = CLIENT_METRICS | VLLM_METRICS | VLLM_EXTRA | VLLM_LEGACY | GPU_METRICS
 

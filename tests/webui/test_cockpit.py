@@ -251,3 +251,37 @@ def test_an_accepted_start_is_spawning_not_ready_while_test_start_runs(monkeypat
     finally:
         role.close()
         environment.runner.quit()
+
+
+def test_a_capacity_search_shows_its_probes_live(monkeypatch):
+    """The probes judged so far, from the search's own record (the summary's capacity.probes): the stage view's card
+    and the charts of each SLO against load and the Pareto view, with the probe's values."""
+    from shapes.search import SloSearchShape, search_config
+
+    environment, role = _env(monkeypatch, shape="slo-search", search_users="2:5", slo_ttft_p99_ms=300.0)
+    try:
+        role.on_test_start()
+        shape = environment.shape_class = SloSearchShape()
+        shape._config = search_config(environment.parsed_options)
+        shape.search = shape._config.search()
+        for n, users, ttft, passed in ((1, 2, 45.7, True), (2, 4, 540.6, False)):
+            shape.search.record(float(users), passed)
+            shape.record.append({"probe": n, "load": float(users), "stage": f"probe {n} users={users}",
+                                 "users": users, "rate": None, "passed": passed, "early_stop": None,
+                                 "complete": True, "requests": 10, "errors": 0, "goodput_rps": 1.0,
+                                 "output_per_s": 100.0 * users, "span_s": 2.0, "energy_j": None, "energy_note": None,
+                                 "checks": [{"name": "ttft_p99_ms", "threshold": 300.0, "value": ttft,
+                                             "passed": passed}]})
+        environment.runner.state = "running"  # the search goes on
+        d = environment.web_ui.app.test_client().get("/llm/charts/data").get_json()
+        assert [p["stage"] for p in d["status"]["capacity"]["probes"]] == ["probe 1 users=2", "probe 2 users=4"]
+        card = re.search(r'data-key="capacity search">.*?class="v">([^<]*)</div><div class="s">([^<]*)<',
+                         d["status_html"])
+        assert card is not None and card.groups() == ("probe 2 users=4: breached", "2 of at most 12 probes judged")
+        figures = {f["id"]: f["svg"] for f in d["figures"] if f["id"].startswith("capacity")}
+        assert len(figures) == 2  # TTFT p99 against load, the Pareto view
+        assert "probe 2 users=4: ttft_p99_ms 540.6 (breached)" in figures["capacity-0"]
+        assert "probe 1 users=2: 100 tok/s per user, 200 tok/s per GPU" in figures["capacity-1"]
+    finally:
+        role.close()
+        environment.runner.quit()

@@ -76,3 +76,19 @@ def test_every_row_has_every_column():
     keys = {s["key"] for s in STRUCTURE}
     for r in llm_rows(LIVE, users=3):
         assert set(r) == keys
+
+
+def test_a_fleet_adds_one_row_per_engine_after_now_and_marks_the_imbalanced_one():
+    from webui.table import llm_rows
+
+    live = {"stages": [{"stage": "main", "requests": 5}], "server_kv_usage": 0.5,
+            "detectors": {"batching": {"judged": True}, "slo": [],
+                          "imbalance": {"judged": True, "imbalanced": True, "engine": "1"}},
+            "engines": {"0": {"kv_cache_usage": 0.25, "requests_running": 3, "requests_waiting": 0},
+                        "1": {"kv_cache_usage": 0.75, "requests_running": 9, "requests_waiting": 4}}}
+    rows = llm_rows(live)
+    assert [r["stage"] for r in rows] == ["main", "now", "engine 0", "engine 1"]
+    assert rows[3]["server_kv"] == "75.0%" and rows[3]["detectors"] == "running 9 · waiting 4 · OFF THE FLEET"
+    assert "OFF" not in rows[2]["detectors"] and "IMBALANCED engine 1" in rows[1]["detectors"]
+    live["engines"] = {"0": live["engines"]["0"]}  # one engine: the "now" row says it all
+    assert [r["stage"] for r in llm_rows(live)] == ["main", "now"]

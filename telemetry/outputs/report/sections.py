@@ -15,6 +15,7 @@ from html import escape
 
 from telemetry.metrics import BY_KEY, having
 from telemetry.outputs.report.attribution_view import attribution
+from telemetry.outputs.report.capacity_view import capacity
 from telemetry.outputs.report.fmt import badge, ms, num, ratio, table
 from telemetry.outputs.report.parts import Q_KEYS, figure, note, q_row, qv, section
 from telemetry.outputs.report.svg import PALETTE, Marker, Series, line_chart
@@ -234,12 +235,36 @@ def versions(s: Mapping) -> str:
     return section("versions", "Route versions", out)
 
 
+def engines(s: Mapping) -> str:
+    """Every replica and engine (``server.engines``): one row each, when the server is more than one engine."""
+    srv = s.get("server") or {}
+    es = srv.get("engines") or []
+    if len(es) < 2:
+        return ""
+    rows = []
+    for e in es:
+        kv, q, run = e.get("kv_cache_usage") or {}, e.get("queue_time_ms") or {}, e.get("requests_running") or {}
+        who = [escape(str(e.get(k) or "–")) for k in ("target", "role", "engine")]
+        rows.append([*who, num(e.get("requests_finished")), ratio(kv.get("mean")), ratio(kv.get("max")),
+                     num(run.get("mean"), 1), num(e.get("requests_waiting_max")), ms(q.get("p50")), ms(q.get("p99")),
+                     num(e.get("preemptions")), ratio(e.get("prefix_cache_hit_rate")), num(e.get("num_gpu_blocks"))])
+    out = table(["target", "role", "engine", "finished", "KV mean", "KV max", "running mean", "waiting max",
+                 "queue p50", "queue p99", "preemptions", "prefix hit rate", "KV blocks"], rows, cls="num", raw=True)
+    bn = (s.get("attribution") or {}).get("bottleneck") or {}
+    text = f"{len(es)} engines, {num(srv.get('kv_blocks_total'))} KV blocks in all."
+    if bn.get("cause") == "engine_imbalance":
+        text += f" Imbalance: {bn.get('evidence')}."
+    return section("engines", "Replicas and engines", out + note(text))
+
+
 SECTIONS: dict[str, Callable[[Mapping], str]] = {
     "overview": overview,
+    "capacity": capacity,
     "latency": latency,
     "stages": stages,
     "distributions": distributions,
     "server": server_timeline,
+    "engines": engines,
     "slo": slo,
     "attribution": attribution,
     "versions": versions,
