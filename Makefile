@@ -15,8 +15,8 @@ export HF_HUB_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
 # Test processes (pytest-xdist): the suite mostly waits on timed load runs (load average 0.2-0.8 run serially on
-# 2 cores), so four processes overlap those waits; the real-engine tests stay together on one (tests/conftest.py).
-TEST_PROCS ?= 4
+# 2 cores), so three processes overlap those waits; the real-engine tests stay together on one (tests/conftest.py).
+TEST_PROCS ?= 3
 
 .PHONY: install bytecode system-deps run test test-fast test-vllm test-long vllm-env lint bench soak clean
 

@@ -3,8 +3,10 @@
     python -m server.gpu_exporter --port 9400 [--host 0.0.0.0]
 
 Exports, per GPU index (label ``gpu``, plus ``name``): ``gpu_memory_used_bytes``,
-``gpu_memory_total_bytes`` and ``gpu_utilization_ratio`` (0..1), read from nvidia-ml-py at each
-scrape. Without a usable NVIDIA driver or GPU it prints one line and exits with code 1.
+``gpu_memory_total_bytes``, ``gpu_utilization_ratio`` (0..1) and the counter ``gpu_energy_joules_total`` (NVML's
+total energy since the driver loaded, ``nvmlDeviceGetTotalEnergyConsumption`` in mJ; left out for a GPU older than
+Volta, which has none), read from nvidia-ml-py at each scrape. Without a usable NVIDIA driver or GPU it prints one
+line and exits with code 1.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from collections.abc import Iterator
 
 import pynvml
 from prometheus_client import CollectorRegistry, start_http_server
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from workload.argtypes import port
@@ -31,12 +33,14 @@ class GpuCollector(Collector):
     def __init__(self, nvml=pynvml) -> None:
         self.nvml = nvml
 
-    def collect(self) -> Iterator[GaugeMetricFamily]:
+    def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
         nv = self.nvml
         used = GaugeMetricFamily("gpu_memory_used_bytes", "GPU memory in use", labels=["gpu", "name"])
         total = GaugeMetricFamily("gpu_memory_total_bytes", "GPU memory in total", labels=["gpu", "name"])
         util = GaugeMetricFamily("gpu_utilization_ratio", "GPU busy time over the last sample period, 0..1",
                                  labels=["gpu", "name"])
+        energy = CounterMetricFamily("gpu_energy_joules", "GPU energy consumed since the driver loaded (NVML)",
+                                     labels=["gpu", "name"])
         for i in range(nv.nvmlDeviceGetCount()):
             h = nv.nvmlDeviceGetHandleByIndex(i)
             name = nv.nvmlDeviceGetName(h)
@@ -46,9 +50,14 @@ class GpuCollector(Collector):
             used.add_metric(labels, float(mem.used))
             total.add_metric(labels, float(mem.total))
             util.add_metric(labels, nv.nvmlDeviceGetUtilizationRates(h).gpu / 100.0)
+            try:
+                energy.add_metric(labels, nv.nvmlDeviceGetTotalEnergyConsumption(h) / 1000.0)
+            except nv.NVMLError:  # not supported (before Volta): no sample, not a failed scrape
+                pass
         yield used
         yield total
         yield util
+        yield energy
 
 
 def init_nvml(nvml=pynvml) -> int:

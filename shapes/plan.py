@@ -26,8 +26,9 @@ from shapes.values import (
     parse_length_sweep,
     parse_pool,
     parse_rates,
-    parse_seconds,
     parse_speedup,
+    parse_stage_duration,
+    parse_stage_warmup,
     parse_trace,
     parse_users_list,
 )
@@ -61,10 +62,8 @@ def _opt(options, name: str, default=None):
 
 def _timing(options) -> tuple[float, float]:
     try:
-        duration = parse_seconds(
-            _opt(options, "stage_duration", STAGE_DURATION_DEFAULT), "--stage-duration", allow_zero=False
-        )
-        warmup = parse_seconds(_opt(options, "stage_warmup", STAGE_WARMUP_DEFAULT), "--stage-warmup", allow_zero=True)
+        duration = parse_stage_duration(_opt(options, "stage_duration", STAGE_DURATION_DEFAULT))
+        warmup = parse_stage_warmup(_opt(options, "stage_warmup", STAGE_WARMUP_DEFAULT))
     except (ValueError, ArgumentTypeError) as e:
         raise PlanError(str(e)) from None
     return duration, warmup

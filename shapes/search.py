@@ -12,7 +12,9 @@ answer (a failed repeat moves the boundary down and the search goes on). ``--sea
 The verdict of a probe comes from above: this package cannot import telemetry, so telemetry puts a judge on the
 stage board (``board.judge``, :class:`Judge`): stage name and a wall-clock time -> the stage's SLO checks and
 figures, and whether every process has reported past that time. The shape asks it while a probe is held (a probe
-that clearly breaches stops early) and once after (waiting until the data is complete, at most ``JUDGE_WAIT_S``).
+that clearly breaches, or is over-saturated — output flat while TTFT climbs over its trailing windows,
+``shapes.saturation.over_saturated`` — stops early and fails; its record's ``early_stop`` says why) and once after
+(waiting until the data is complete, at most ``JUDGE_WAIT_S``).
 
 The summary's ``capacity`` section (:func:`capacity_section`) is the search's record: the load found or a plain
 statement that none / the largest allowed one meets the SLOs, the binding SLO, goodput, output tok/s, the
@@ -27,11 +29,13 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Protocol
 
 from shapes.plan import PlanError, Step, _checked, _opt, _spawn_rate, _timing
+from shapes.saturation import OVERSAT_WINDOWS, over_saturated
 from shapes.stage import Stage
-from shapes.sweep import SweepShape
+from shapes.sweep import StepPhase, SweepShape
 from shapes.values import (
     ARRIVAL_DEFAULT,
     MAX_CONCURRENCY_DEFAULT,
@@ -56,7 +60,8 @@ JUDGE_GRACE_S = 1.0
 JUDGE_WAIT_S = 20.0
 """Most seconds the shape waits for every process to report past a probe's end before judging what it has."""
 EARLY_MIN_REQUESTS = 10
-"""A probe stops early only once this many of its requests are in (a few slow first requests are no verdict)."""
+"""A probe stops early on a breach only once this many of its requests are in (a few slow first requests are no
+verdict), as over-saturated only once its windows hold this many."""
 EARLY_BREACH_FACTOR = 1.5
 """...and one objective is past this multiple of its threshold, after a third of the hold."""
 
@@ -64,10 +69,12 @@ EARLY_BREACH_FACTOR = 1.5
 class Judge(Protocol):
     """What telemetry installs on the stage board (``board.judge``)."""
 
-    def __call__(self, stage: str, until_wall: float | None) -> dict:
+    def __call__(self, stage: str, until_wall: float | None, windows: int = 0) -> dict:
         """The stage's verdict so far: ``{"complete": bool (every process reported past until_wall), "passed",
         "checks": [{"name", "threshold", "value", "passed"}], "requests", "errors", "goodput_rps",
-        "output_per_s", "span_s", "e2e_p99_s"}``."""
+        "output_per_s", "span_s", "e2e_p99_s", "windows", "energy_j", "energy_note"}`` (the GPUs' joules over the
+        stage, None with the reason when there is no reading); ``windows``: the stage's reported span cut in that many
+        equal windows (``[{"start_s", "end_s", "requests", "output_per_s", "ttft_p50_ms"}]``, [] when too short)."""
         ...
 
 
@@ -206,12 +213,11 @@ def search_plan(options) -> list[Step]:
 
 
 # ------------------------------------------------------------------------------------------------ the shape
-@dataclass
-class _Probe:
-    step: Step
-    load: float
-    since: float = 0.0
-    phase: str = "enter"  # enter -> settle -> warmup -> hold -> judge
+@dataclass(slots=True)
+class _Probe(StepPhase):
+    """A probe's step in its phases (the sweep's, then ``judge``: the verdict awaited) and what judging it needs."""
+
+    load: float = 0.0
     end_wall: float | None = None
     early: dict | None = None
     count: int = -1
@@ -246,14 +252,9 @@ class SloSearchShape(SweepShape):
         return self._probe.step if self._probe is not None else None
 
     def progress(self) -> dict | None:
-        p = self._probe
-        if p is None or self.search is None:
+        if self._probe is None or self.search is None:
             return None
-        spent = max(0.0, self._clock() - p.since) if p.phase != "enter" else 0.0
-        length = {"warmup": p.step.warmup, "hold": p.step.duration}.get(p.phase)
-        return {"step": len(self.search.probes) + 1, "steps": self.search.max_probes, "stage": p.step.stage.name,
-                "users": p.step.users, "rate": p.step.stage.rate, "phase": p.phase, "phase_s": spent,
-                "phase_len_s": length, "left_s": None if length is None else max(0.0, length - spent)}
+        return self._phase_view(self._probe, len(self.search.probes) + 1, self.search.max_probes)
 
     def _start(self) -> bool:
         try:
@@ -279,7 +280,7 @@ class SloSearchShape(SweepShape):
         if load is None:
             self._probe = None
             return False
-        self._probe = _Probe(self._config.step(load, len(self.search.probes) + 1), load)
+        self._probe = _Probe(self._config.step(load, len(self.search.probes) + 1), load=load)
         logger.info("slo-search: %s", self._probe.step.stage.name)
         return True
 
@@ -293,21 +294,8 @@ class SloSearchShape(SweepShape):
         while self._probe is not None:
             p, step = self._probe, self._probe.step
             now = self._clock()
-            if p.phase == "enter":
-                self.board.set(step.warmup_stage or step.stage)
-                p.phase, p.since = "settle", now
-            if p.phase == "settle":
-                if not self._settled(step, now - p.since):
-                    return step.users, step.spawn_rate
-                p.phase, p.since = "warmup", now
-            if p.phase == "warmup":
-                if now - p.since < step.warmup:
-                    return step.users, step.spawn_rate
-                self.board.set(step.stage)
-                p.phase, p.since = "hold", now
-            if p.phase == "hold":
-                held = now - p.since
-                if held < step.duration and not self._breaches(p, held):
+            if p.phase != "judge":
+                if not self._advance(p, now, partial(self._breaches, p)):
                     return step.users, step.spawn_rate
                 # the users keep running (stamped with a warm-up stage) while the probe is judged
                 self.board.set(Stage(f"judging {step.stage.name}", index=step.stage.index, users=step.users,
@@ -337,20 +325,30 @@ class SloSearchShape(SweepShape):
 
     def _breaches(self, p: _Probe, held: float) -> bool:
         """True once the probe clearly breaches (an objective past EARLY_BREACH_FACTOR x its threshold over enough
-        requests, after a third of the hold): it stops early and counts as failed."""
+        requests) or is over-saturated (output flat while TTFT p50 climbs over its trailing windows), after a third
+        of the hold: it stops early and counts as failed; ``p.early`` says why."""
         if held < p.step.duration / 3:
             return False
-        v = self.board.judge(p.step.stage.name, None)
-        if (v.get("requests") or 0) < EARLY_MIN_REQUESTS:
-            return False
+        v = self.board.judge(p.step.stage.name, None, windows=OVERSAT_WINDOWS)
         worst = [c for c in v.get("checks") or []
                  if c["value"] is not None and c["value"] > c["threshold"] * EARLY_BREACH_FACTOR]
+        windows = v.get("windows") or []
+        if (v.get("requests") or 0) < EARLY_MIN_REQUESTS:
+            worst = []  # a few slow first requests are no verdict
+        if sum(w.get("requests") or 0 for w in windows) < EARLY_MIN_REQUESTS:
+            windows = []  # (the windows count every request ending in them: a deep queue finishes few of the probe's)
         if worst:
             c = worst[0]
-            p.early = {"at_s": held, "slo": c["name"], "value": c["value"], "threshold": c["threshold"]}
-            logger.warning("slo-search: %s stopped early after %.1f s: %s %.4g > %g x %g", p.step.stage.name, held,
-                           c["name"], c["value"], EARLY_BREACH_FACTOR, c["threshold"])
-        return bool(worst)
+            p.early = {"at_s": held, "why": "slo_breach", "slo": c["name"], "value": c["value"],
+                       "threshold": c["threshold"],
+                       "reason": f"{c['name']} {c['value']:.4g} > {EARLY_BREACH_FACTOR:g} x {c['threshold']:g}"}
+        elif (why := over_saturated(windows)) is not None:
+            p.early = {"at_s": held, "why": "over_saturated", "slo": None, "value": None, "threshold": None,
+                       "reason": why, "windows": v["windows"]}
+        if p.early is not None:
+            logger.warning("slo-search: %s stopped early after %.1f s: %s", p.step.stage.name, held,
+                           p.early["reason"])
+        return p.early is not None
 
     def _decide(self, p: _Probe, verdict: dict) -> None:
         assert self.search is not None
@@ -360,7 +358,7 @@ class SloSearchShape(SweepShape):
                             "users": p.step.users, "rate": p.step.stage.rate, "passed": passed,
                             "early_stop": p.early, "complete": bool(verdict.get("complete")),
                             **{k: verdict.get(k) for k in ("checks", "requests", "errors", "goodput_rps",
-                                                           "output_per_s", "span_s")}})
+                                                           "output_per_s", "span_s", "energy_j", "energy_note")}})
         logger.info("slo-search: %s %s", p.step.stage.name, "meets every SLO" if passed else "breaches")
 
     def _done(self) -> None:
@@ -390,8 +388,7 @@ def _range_text(config: SearchConfig) -> str:
 def _breach_text(row: dict) -> str:
     bad = [c for c in row.get("checks") or [] if not c["passed"]]
     if row.get("early_stop"):
-        e = row["early_stop"]
-        return f"{e['slo']} {e['value']:.4g} > {e['threshold']:g} (stopped early)"
+        return f"{row['early_stop']['reason']} (stopped early)"
     if not bad:
         return "no data" if not row.get("requests") else "failed"
     return ", ".join(f"{c['name']} {'no data' if c['value'] is None else format(c['value'], '.4g')} > "
@@ -443,11 +440,26 @@ def costs(output_per_s: float | None, options) -> dict:
             "usd_per_million_output_tokens": usd}
 
 
+def energy_per_token(row: dict) -> tuple[float | None, str]:
+    """(joules per output token at a probe: the GPUs' energy over its span / its output tokens (output tok/s x span),
+    how it was read) or (None, why not)."""
+    if not row:
+        return None, "no load met the SLOs: no probe to read the energy at"
+    joules, out_s, span_s = row.get("energy_j"), row.get("output_per_s"), row.get("span_s")
+    if joules is None:
+        return None, row.get("energy_note") or "no GPU energy reading"
+    if not out_s or not span_s:
+        return None, "the probe delivered no output tokens"
+    return joules / (out_s * span_s), f"{joules:.6g} J over {span_s:.3g} s / {out_s * span_s:.6g} output tokens " \
+                                      f"({row.get('energy_note')})"
+
+
 def capacity(config: SearchConfig, result: dict, record: list[dict], options) -> dict:
     load = result["load"]
     at = [r for r in record if r["load"] == load and r["passed"]] if load is not None else []
     row = at[-1] if at else {}
     out_s = row.get("output_per_s")
+    j_per_token, energy_note = energy_per_token(row)
     return {
         "axis": config.axis,
         "range": [config.lo, config.hi],
@@ -463,6 +475,7 @@ def capacity(config: SearchConfig, result: dict, record: list[dict], options) ->
         "goodput_rps": row.get("goodput_rps"),
         "output_per_s": out_s,
         **costs(out_s, options),
-        "energy_j_per_output_token": None,
+        "energy_j_per_output_token": j_per_token,
+        "energy_note": energy_note,
         "probes": record,
     }

@@ -1,9 +1,10 @@
 """The LoadTestShape classes: a sweep walks its plan one step at a time and keeps the stage board current.
 
-For every step: ask for the step's user count and stamp results with its warm-up stage (with ``--stage-warmup``
-> 0; else with the measured stage itself, ramp included); once that many users are actually running
-(``runner.user_count``) wait ``--stage-warmup`` seconds; then switch the board to the measured stage and hold it
-for ``--stage-duration`` seconds (so ramp time never eats the dwell).
+For every step (:meth:`SweepShape._advance`, the one phase machine, which the capacity search shares): ask for the
+step's user count and stamp results with its warm-up stage (with ``--stage-warmup`` > 0; else with the measured
+stage itself, ramp included); once that many users are actually running (``runner.user_count``) wait
+``--stage-warmup`` seconds; then switch the board to the measured stage and hold it for ``--stage-duration``
+seconds (so ramp time never eats the dwell).
 After the last step ``tick()`` returns None and Locust stops the test.
 
 The plan is built from ``environment.parsed_options`` at the first tick of a run (so values typed in the
@@ -33,11 +34,23 @@ SETTLE_GRACE_S = 30.0
 
 
 @dataclass(slots=True)
+class StepPhase:
+    """Where one step is in its phases, as :meth:`SweepShape._advance` moves it: ``enter`` (the board shows the
+    warm-up stage) -> ``settle`` (waiting for the step's users to run) -> ``warmup`` -> ``hold`` (the measured
+    stage is on the board); a subclass may add phases after ``hold`` (the capacity search's ``judge``)."""
+
+    step: Step
+    phase: str = "enter"
+    since: float = 0.0
+    """When the current phase began (the shape's clock)."""
+
+
+@dataclass(slots=True)
 class _Progress:
     steps: list[Step]
     i: int = 0
-    phase: str = "enter"  # enter -> settle -> warmup -> hold -> (next step)
-    since: float = 0.0
+    at: StepPhase | None = None
+    """The current step's phase (None until the step is entered)."""
 
 
 class SweepShape(LoadTestShape):
@@ -76,16 +89,22 @@ class SweepShape(LoadTestShape):
         return p.steps[p.i] if p is not None and p.i < len(p.steps) else None
 
     def progress(self) -> dict | None:
-        """Where the sweep is, for the web UI's stage view: the step (1-based, of how many), its measured stage's
-        name, users and rate, the phase (``settle``: waiting for the users, ``warmup``, ``hold``: measuring), the
-        seconds spent in it and the seconds left (None while settling); None before the first tick or after."""
+        """Where the sweep is, for the web UI's stage view (:meth:`_phase_view`); None before the first tick or
+        after the last step."""
         p, step = self._progress, self.current_step
         if p is None or step is None:
             return None
-        spent = max(0.0, self._clock() - p.since) if p.phase != "enter" else 0.0
-        length = {"warmup": step.warmup, "hold": step.duration}.get(p.phase)
-        return {"step": p.i + 1, "steps": len(p.steps), "stage": step.stage.name, "users": step.users,
-                "rate": step.stage.rate, "phase": p.phase, "phase_s": spent, "phase_len_s": length,
+        return self._phase_view(p.at or StepPhase(step), p.i + 1, len(p.steps))
+
+    def _phase_view(self, at: StepPhase, number: int, of: int) -> dict:
+        """A step's place for the stage view: its number (1-based, of how many), its measured stage's name, users
+        and rate, the phase (``settle``: waiting for the users, ``warmup``, ``hold``: measuring, or a subclass's
+        own), the seconds spent in it and the seconds left (None where the phase has no set length)."""
+        step = at.step
+        spent = max(0.0, self._clock() - at.since) if at.phase != "enter" else 0.0
+        length = {"warmup": step.warmup, "hold": step.duration}.get(at.phase)
+        return {"step": number, "steps": of, "stage": step.stage.name, "users": step.users,
+                "rate": step.stage.rate, "phase": at.phase, "phase_s": spent, "phase_len_s": length,
                 "left_s": None if length is None else max(0.0, length - spent)}
 
     def _begin(self) -> _Progress | None:
@@ -108,27 +127,38 @@ class SweepShape(LoadTestShape):
         p = self._progress
         now = self._clock()
         while p.i < len(p.steps):
-            step = p.steps[p.i]
-            if p.phase == "enter":
-                self.board.set(step.warmup_stage or step.stage)
-                p.phase, p.since = "settle", now
-            if p.phase == "settle":
-                if not self._settled(step, now - p.since):
-                    return step.users, step.spawn_rate
-                p.phase, p.since = "warmup", now
-            if p.phase == "warmup":
-                if now - p.since < step.warmup:
-                    return step.users, step.spawn_rate
-                self.board.set(step.stage)
-                p.phase, p.since = "hold", now
-            if now - p.since < step.duration:
-                return step.users, step.spawn_rate
-            p.i, p.phase = p.i + 1, "enter"
+            if p.at is None:
+                p.at = StepPhase(p.steps[p.i])
+            if not self._advance(p.at, now):
+                return p.at.step.users, p.at.step.spawn_rate
+            p.i, p.at = p.i + 1, None
             if p.i < len(p.steps) and self._over_saturated(p.steps[: p.i - 1]):
                 break
         self.board.close()
         logger.info("%s: last stage done", type(self).__name__)
         return None
+
+    def _advance(self, at: StepPhase, now: float, stop_early: Callable[[float], bool] | None = None) -> bool:
+        """Move one step through its phases as far as ``now`` allows: enter (the board shows the warm-up stage, or
+        the measured one without a warm-up), settle (until the step's users run, :meth:`_settled`), warm-up
+        (``step.warmup`` s), then the measured stage on the board for the hold. True once the hold is over: after
+        ``step.duration`` s, or earlier when ``stop_early(seconds held)`` says so. Called with ``at.phase`` one of
+        these four."""
+        step = at.step
+        if at.phase == "enter":
+            self.board.set(step.warmup_stage or step.stage)
+            at.phase, at.since = "settle", now
+        if at.phase == "settle":
+            if not self._settled(step, now - at.since):
+                return False
+            at.phase, at.since = "warmup", now
+        if at.phase == "warmup":
+            if now - at.since < step.warmup:
+                return False
+            self.board.set(step.stage)
+            at.phase, at.since = "hold", now
+        held = now - at.since
+        return held >= step.duration or (stop_early is not None and stop_early(held))
 
     def _over_saturated(self, done: list[Step]) -> bool:
         """With ``--llm-stop-on saturation``: True (and ``saturation_stop`` set) when the saturation verdict over the

@@ -7,12 +7,14 @@ without argparse's ``argument --x:`` prefix.
 
     parse_users_list("1,2,4")              # [1, 2, 4]
     parse_arrival("gamma:0.5")             # ("gamma", 0.5)
-    parse_seconds("0", "--stage-warmup", allow_zero=True)
+    parse_stage_warmup("0")                # 0.0
 """
 
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
+from typing import TypeVar
 
 from workload import argtypes
 from workload.lengths import FORMS, parse_spec
@@ -29,6 +31,8 @@ MAX_CONCURRENCY_DEFAULT = "256"
 TRACE_SPEEDUP_DEFAULT = "1"
 """--trace-speedup: the trace's own pace."""
 
+T = TypeVar("T")
+
 ARRIVAL_FORMS = "poisson, constant or gamma:CV (CV > 0)"
 
 
@@ -36,34 +40,48 @@ def _items(value: str) -> list[str]:
     return [p.strip() for p in str(value).split(",") if p.strip()]
 
 
-def parse_users_list(value: str) -> list[int]:
-    """``"1,2,4"`` -> ``[1, 2, 4]``; every item a positive integer."""
-    out = []
-    for item in _items(value):
-        try:
-            out.append(argtypes.positive_int(item))
-        except argparse.ArgumentTypeError:
-            raise argparse.ArgumentTypeError(
-                f"--sweep-users: {item!r} is not a positive integer (expected a list like 1,2,4,8,16)"
-            ) from None
-    if not out:
-        raise argparse.ArgumentTypeError("--sweep-users: empty list (expected a list like 1,2,4,8,16)")
-    return out
+def _named(option: str, doc: str, parse: Callable) -> Callable:
+    parse.__name__ = parse.__qualname__ = "parse_" + option.lstrip("-").replace("-", "_")
+    parse.__doc__ = doc
+    return parse
 
 
-def parse_rates(value: str) -> list[float]:
-    """``"2,4.5"`` -> ``[2.0, 4.5]`` requests/s in total; every item finite and > 0."""
-    out = []
-    for item in _items(value):
+def _for(option: str, check: Callable[[str], T], doc: str) -> Callable[[str], T]:
+    """``check`` (a :mod:`workload.argtypes` type) as ``option``'s grammar: its refusal starts with the option's
+    name, since a plan error reaches the user without argparse's ``argument --x:`` prefix."""
+
+    def parse(value: str) -> T:
         try:
-            out.append(argtypes.positive_number(item))
-        except argparse.ArgumentTypeError:
-            raise argparse.ArgumentTypeError(
-                f"--request-rate: {item!r} is not a positive number of requests/s (expected R or R,R,... like 2,4,8)"
-            ) from None
-    if not out:
-        raise argparse.ArgumentTypeError("--request-rate: empty list (expected R or R,R,... like 2,4,8)")
-    return out
+            return check(value)
+        except argparse.ArgumentTypeError as e:
+            raise argparse.ArgumentTypeError(f"{option}: {e}") from None
+
+    return _named(option, doc, parse)
+
+
+def _list_of(option: str, check: Callable[[str], T], item: str, expected: str, doc: str) -> Callable[[str], list[T]]:
+    """A comma list for ``option``, every item passing ``check``; a refusal names the item (``is not <item>``) and
+    the ``expected`` form."""
+
+    def parse(value: str) -> list[T]:
+        out = []
+        for text in _items(value):
+            try:
+                out.append(check(text))
+            except argparse.ArgumentTypeError:
+                raise argparse.ArgumentTypeError(f"{option}: {text!r} is not {item} (expected {expected})") from None
+        if not out:
+            raise argparse.ArgumentTypeError(f"{option}: empty list (expected {expected})")
+        return out
+
+    return _named(option, doc, parse)
+
+
+parse_users_list = _list_of("--sweep-users", argtypes.positive_int, "a positive integer", "a list like 1,2,4,8,16",
+                            """``"1,2,4"`` -> ``[1, 2, 4]``; every item a positive integer.""")
+parse_rates = _list_of("--request-rate", argtypes.positive_number, "a positive number of requests/s",
+                       "R or R,R,... like 2,4,8",
+                       """``"2,4.5"`` -> ``[2.0, 4.5]`` requests/s in total; every item finite and > 0.""")
 
 
 _GAMMA_CV = argtypes.number(above=0.0, form=ARRIVAL_FORMS)
@@ -100,29 +118,14 @@ def parse_length_sweep(value: str) -> list[str]:
     return specs
 
 
-def parse_seconds(value: str, option: str, allow_zero: bool) -> float:
-    """A duration for ``option``: ``argtypes.seconds`` (> 0) or, with ``allow_zero``, ``non_negative_seconds``."""
-    check = argtypes.non_negative_seconds if allow_zero else argtypes.seconds
-    try:
-        return check(value)
-    except argparse.ArgumentTypeError as e:
-        raise argparse.ArgumentTypeError(f"{option}: {e}") from None
-
-
-def parse_pool(value: str) -> int:
-    """``--max-concurrency``: the open loop's users across all workers, an integer >= 1."""
-    try:
-        return argtypes.positive_int(value)
-    except argparse.ArgumentTypeError as e:
-        raise argparse.ArgumentTypeError(f"--max-concurrency: {e}") from None
-
-
-def parse_speedup(value: str) -> float:
-    """``--trace-speedup``: how much faster than recorded the trace is replayed, a number > 0 (0.5: half speed)."""
-    try:
-        return argtypes.positive_number(value)
-    except argparse.ArgumentTypeError as e:
-        raise argparse.ArgumentTypeError(f"--trace-speedup: {e}") from None
+parse_stage_duration = _for("--stage-duration", argtypes.seconds, "Seconds each stage is held, > 0.")
+parse_stage_warmup = _for("--stage-warmup", argtypes.non_negative_seconds,
+                          "Seconds of warm-up before each stage, >= 0 (0: none).")
+parse_pool = _for("--max-concurrency", argtypes.positive_int,
+                  "``--max-concurrency``: the open loop's users across all workers, an integer >= 1.")
+parse_speedup = _for("--trace-speedup", argtypes.positive_number,
+                     "``--trace-speedup``: how much faster than recorded the trace is replayed, a number > 0 "
+                     "(0.5: half speed).")
 
 
 def parse_trace(value: str) -> Trace:
@@ -167,36 +170,14 @@ def parse_search_rate(value: str) -> tuple[float, float]:
     return _range(value, "--search-rate", argtypes.positive_number)
 
 
-def parse_search_max_probes(value: str) -> int:
-    """``--search-max-probes``: an integer >= 2 (one probe cannot bracket anything)."""
-    try:
-        n = argtypes.positive_int(value)
-    except argparse.ArgumentTypeError as e:
-        raise argparse.ArgumentTypeError(f"--search-max-probes: {e}") from None
-    if n < 2:
-        raise argparse.ArgumentTypeError(f"--search-max-probes: {value!r} must be 2 or more")
-    return n
-
-
-def parse_search_precision(value: str) -> float:
-    """``--search-precision``: users (users axis) or a fraction of the rate (rate axis), a number > 0."""
-    try:
-        return argtypes.positive_number(value)
-    except argparse.ArgumentTypeError as e:
-        raise argparse.ArgumentTypeError(f"--search-precision: {e}") from None
-
-
-def parse_gpus(value: str) -> int:
-    """``--gpus``: GPUs the deployment under test runs on (for tokens/s per GPU and the cost), an integer >= 1."""
-    try:
-        return argtypes.positive_int(value)
-    except argparse.ArgumentTypeError as e:
-        raise argparse.ArgumentTypeError(f"--gpus: {e}") from None
-
-
-def parse_gpu_hour_price(value: str) -> float:
-    """``--gpu-hour-price``: US dollars per GPU-hour, a number > 0."""
-    try:
-        return argtypes.positive_number(value)
-    except argparse.ArgumentTypeError as e:
-        raise argparse.ArgumentTypeError(f"--gpu-hour-price: {e}") from None
+parse_search_max_probes = _for(
+    "--search-max-probes", argtypes.integer(least=2, form="an integer >= 2 (one probe cannot bracket anything)"),
+    "``--search-max-probes``: an integer >= 2.")
+parse_search_precision = _for("--search-precision", argtypes.positive_number,
+                              "``--search-precision``: users (users axis) or a fraction of the rate (rate axis), "
+                              "a number > 0.")
+parse_gpus = _for("--gpus", argtypes.positive_int,
+                  "``--gpus``: GPUs the deployment under test runs on (for tokens/s per GPU and the cost), an "
+                  "integer >= 1.")
+parse_gpu_hour_price = _for("--gpu-hour-price", argtypes.positive_number,
+                            "``--gpu-hour-price``: US dollars per GPU-hour, a number > 0.")

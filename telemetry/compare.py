@@ -72,6 +72,8 @@ FIGURES: dict[str, tuple[str, Callable[[dict], float | None], Callable[[dict], f
     "preemptions": ("count", lambda s: (s.get("server") or {}).get("preemptions"),
                     lambda d: d.get("preemptions", _version_server(d, "preemptions"))),
     "spec_acceptance_rate": ("ratio", lambda s: (s.get("speculative") or {}).get("acceptance_rate"), lambda d: None),
+    "engine_queue_p99": ("ms", lambda s: None, lambda d: (d.get("queue_time_ms") or {}).get("p99")),
+    "engine_finished": ("requests", lambda s: None, lambda d: d.get("requests_finished")),
 }
 """What a row compares; --fail-on names these."""
 
@@ -153,6 +155,10 @@ def _scopes(s: dict) -> dict[str, tuple[dict, bool]]:
             out[f"stage {st['name']}"] = (st, False)
     for v, d in (s.get("versions") or {}).items():
         out[f"version {v}"] = (d, False)
+    engines = (s.get("server") or {}).get("engines") or []
+    for e in engines:  # each replica's data-parallel rank: its own server figures
+        name = f"{e['target']}/{e['engine']}" if len({x.get("target") for x in engines}) > 1 else e["engine"]
+        out[f"engine {name}"] = ({**e, "server_kv_usage_mean": (e.get("kv_cache_usage") or {}).get("mean")}, False)
     return out
 
 

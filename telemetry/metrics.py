@@ -223,3 +223,28 @@ def keys(flag: str) -> tuple[str, ...]:
 def having(flag: str) -> tuple[ClientMetric, ...]:
     """The metrics whose ``flag`` field is set, in registry order."""
     return tuple(m for m in CLIENT_METRICS if getattr(m, flag))
+
+
+REASONING_ONLY = frozenset({"ttfa", "thinking", "answer_span"})
+"""Metrics that say something only when a request reasoned: without reasoning TTFA equals TTFT, there is no thinking
+span and the answer span is the decode span. What people read (the console table, the web UI's LLM tab and live
+charts, the HTML report) leaves them out, or says "no reasoning", for a run in which nothing reasoned
+(:func:`shown`); the data outputs (summary JSON, CSV, request log, Prometheus) keep them."""
+
+
+def reasoned(reasoning_tokens: int, thinking_spans: int) -> bool:
+    """Whether requests reasoned: reasoning tokens counted (a reasoning parser's ``reasoning`` field) or a thinking
+    span measured (``<think>`` tags carry no reasoning-token count)."""
+    return reasoning_tokens > 0 or thinking_spans > 0
+
+
+def reasoned_in(summary) -> bool:
+    """:func:`reasoned` over a run's summary (or the summary so far)."""
+    return reasoned((summary.get("tokens") or {}).get("reasoning") or 0,
+                    (summary.get("thinking_ms") or {}).get("count") or 0)
+
+
+def shown(metric_keys, did_reason: bool) -> tuple[str, ...]:
+    """The metric keys an output for people shows: ``metric_keys`` (in their order) less :data:`REASONING_ONLY`
+    when nothing reasoned."""
+    return tuple(k for k in metric_keys if did_reason or k not in REASONING_ONLY)

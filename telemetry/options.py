@@ -9,6 +9,7 @@ import argparse
 from pathlib import Path
 
 from telemetry.compare import CompareError, load
+from telemetry.measure.targets import targets_or_off
 from telemetry.slo import NO_PRESET, PRESET_CHOICES
 from workload.argtypes import (
     fraction,
@@ -29,7 +30,7 @@ SERVER_METRICS_INTERVAL_DEFAULT = 2.0
 """--server-metrics-interval: seconds between scrapes of the server's /metrics."""
 LLM_STOP_ON_DEFAULT = None
 """--llm-stop-on: the live detectors that end the run when they fire (none)."""
-STOP_ON_CHOICES = ("batching", "slo", "saturation")
+STOP_ON_CHOICES = ("batching", "slo", "saturation", "imbalance")
 """What --llm-stop-on may name (telemetry/control/detectors.py)."""
 LLM_PROGRESS_INTERVAL_DEFAULT = 10.0
 """--llm-progress-interval: seconds between live progress lines of a headless run (0 = off)."""
@@ -112,7 +113,8 @@ def add_arguments(parser) -> None:
         default=None,
         include_in_web_ui=False,
         help="The server host's GPU metrics (python -m server.gpu_exporter, or NVIDIA's DCGM exporter): the summary's "
-        "server_env.gpu names each GPU with its memory total and the peak memory used during the run",
+        "server_env.gpu names each GPU with its memory total and the peak memory used during the run; with an energy "
+        "counter, --shape slo-search's capacity.energy_j_per_output_token",
     )
     a(
         "--llm-baseline",
@@ -142,12 +144,13 @@ def add_arguments(parser) -> None:
     )
     a(
         "--server-metrics-url",
-        type=url_or_off,
-        metavar="URL",
+        type=targets_or_off,
+        metavar="URL[,URL...]",
         env_var="LOCUST_SERVER_METRICS_URL",
         default=None,
         include_in_web_ui=False,
-        help="The server's Prometheus endpoint to scrape (default <host>/metrics; 'off')",
+        help="The servers' Prometheus endpoints to scrape, one per replica, each kept per target and per engine; "
+        "an item prefill=URL or decode=URL names a disaggregated server's role (default <host>/metrics; 'off')",
     )
     a(
         "--server-metrics-interval",
@@ -217,7 +220,8 @@ def add_arguments(parser) -> None:
         help="End the run when a live detector fires: batching (collapse rule on the trailing windows), slo "
         "(TTFT/ITL/error-rate SLO over the trailing windows); the summary's detectors section says why; "
         "saturation ends a concurrency or rate sweep after an over-saturated stage (output tok/s +<5 %% while TTFT "
-        "p99 grows; the saturation section's stopped_sweep says which)",
+        "p99 grows; the saturation section's stopped_sweep says which); imbalance (one engine of the fleet off "
+        "the others for --imbalance-windows windows)",
     )
     a(
         "--attribution-window",

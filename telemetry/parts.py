@@ -30,7 +30,8 @@ import gevent
 from telemetry.control.detectors import LiveDetectors
 from telemetry.control.routing import version_backends
 from telemetry.measure.runstate import RunState
-from telemetry.measure.scraper import ServerScraper, metrics_url
+from telemetry.measure.scraper import ServerScraper
+from telemetry.measure.targets import metrics_targets
 from telemetry.measure.view import RunView
 from telemetry.options import LLM_PROGRESS_INTERVAL_DEFAULT, SERVER_METRICS_INTERVAL_DEFAULT
 from telemetry.outputs.progress import progress_line
@@ -50,9 +51,9 @@ class ServerScrapes:
         self.merger.scraper = None
         options = self.environment.parsed_options
         interval = float(getattr(options, "server_metrics_interval", None) or SERVER_METRICS_INTERVAL_DEFAULT)
-        url = metrics_url(getattr(options, "server_metrics_url", None), self.environment.host)
-        if url is not None:
-            self.merger.scraper = ServerScraper(url, interval)
+        targets = metrics_targets(getattr(options, "server_metrics_url", None), self.environment.host)
+        if targets:
+            self.merger.scraper = ServerScraper(targets, interval)
             self.merger.scraper.start(self.merger.t0_wall)
         self._start_versions(options, interval)
 

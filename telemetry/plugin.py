@@ -32,7 +32,7 @@ from telemetry.control.capacity import StageJudge
 from telemetry.control.routing import RouteSwitch, fallback_section, versions_section
 from telemetry.hub import TelemetryHub
 from telemetry.measure.distributed import WorkerWatch, drain_final_reports
-from telemetry.measure.scraper import metrics_url
+from telemetry.measure.targets import metrics_url
 from telemetry.options import PROMETHEUS_HOST_DEFAULT
 from telemetry.outputs.end_of_run import RunOutputs
 from telemetry.outputs.exporter import Exporter
@@ -412,5 +412,8 @@ def install(environment) -> Role:
     hub.hooks.add_section("speculative", speculative_section, empty=lambda _view: None)
     role = role_for(environment.runner)(environment, hub).register()
     if not isinstance(role, WorkerRole):
-        RunRecorder(environment).register()
+        record = RunRecorder(environment).register()
+        judge = ctx.stage_board.judge if ctx.stage_board is not None else None
+        if isinstance(judge, StageJudge):  # a capacity probe's energy: the GPU watch of --gpu-metrics-url
+            judge.energy = record.energy_between
     return role

@@ -46,7 +46,11 @@ def _poll_for_work(queue) -> int:
 
 
 def pytest_sessionstart(session):
-    """On an xdist worker, its test queue waits by polling (:func:`_poll_for_work`)."""
+    """Locust (its gevent monkey-patching) is imported before any test module, whatever the collection order: a module
+    that imports ``requests`` (ssl) first and Locust later fails with a RecursionError in ssl. Here, not at this
+    file's import, so an xdist worker's queue is built with real locks first; that queue then waits by polling
+    (:func:`_poll_for_work`)."""
+    import locust  # noqa: F401
     for plugin in session.config.pluginmanager.get_plugins():
         queue = getattr(plugin, "torun", None)
         if queue is not None and hasattr(queue, "lock"):  # xdist's WorkerInteractor and its TestQueue

@@ -19,13 +19,17 @@ QUICK = {
     "sim_speed": ["--streams", "4", "--duration", "1", "--warmup", "0.2", "--max-tokens", "50"],
     "recorder_memory": ["--tokens", "20000", "--per-request", "64"],
     "long_prompt": ["--lengths", "2048", "--rounds", "1"],
+    "many_streams": ["--streams", "500", "--seconds", "10", "--spawn-rate", "250", "--json"],
+    "master_fanin": ["--workers", "10", "--seconds", "5", "--json"],
 }
 """What each module is run with; bench/bare_reader.py and bench/users_only_locustfile.py (--users-only) run inside
-client_cost (the full locustfile's client cost is what the e2e timing tests exercise)."""
+client_cost (the full locustfile's client cost is what the e2e timing tests exercise), bench/master_locustfile.py
+inside master_fanin."""
 
 
 def test_every_bench_module_has_a_quick_mode():
-    modules = {p.stem for p in (ROOT / "bench").glob("*.py")} - {"__init__", "bare_reader", "users_only_locustfile"}
+    modules = {p.stem for p in (ROOT / "bench").glob("*.py")} - {"__init__", "bare_reader", "users_only_locustfile",
+                                                                   "master_locustfile"}
     assert modules == set(QUICK)
 
 
@@ -38,9 +42,17 @@ def test_bench_module_runs_in_quick_mode(module):
     if "--json" in QUICK[module]:
         figures = json.loads(run.stdout[run.stdout.index("{"):])
         assert figures, run.stdout
-        if module == "client_cost":
+        if module == "master_fanin":  # the merged summary is the sum of what the workers shipped
+            (row,) = figures["rows"]
+            assert row["requests_merged"] == row["requests_shipped"] > 0, row
+            assert row["tokens_merged"] == row["tokens_shipped"], row
+        elif module == "many_streams":  # correctness only: every request the server took, the client counted
+            assert figures["lost"] == 0 and figures["failed"] == 0, figures
+            assert figures["requests_client"] == figures["requests_server"] > 0, figures
+        elif module == "client_cost":
             assert figures["locustfile"] == "bench/users_only_locustfile.py", figures
-            assert figures["8"]["users"]["tokens_per_s"] > 0 and figures["8"]["bare reader"]["tokens_per_s"] > 0
+            row = figures["8x20"]
+            assert row["users"]["tokens_per_s"] > 0 and row["bare reader"]["tokens_per_s"] > 0
         else:
             assert figures["processes_1"]["tokens_per_s"] > 0 and figures["processes_2"]["tokens_per_s"] > 0, figures
     else:

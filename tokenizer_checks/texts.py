@@ -10,9 +10,10 @@ with ``{``) is read as JSONL; ``id`` defaults to ``L<line>``, other keys go to `
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from workload.jsonl import json_lines
 
 DATA_DIR = Path(__file__).resolve().parent / "data"
 
@@ -63,13 +64,7 @@ def _plain(lines: list[str]) -> list[Text]:
 
 def _jsonl(path: Path, lines: list[str]) -> list[Text]:
     out: list[Text] = []
-    for n, line in enumerate(lines, 1):
-        if not line.strip() or line.startswith("#"):
-            continue
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise InputError(f"{path}:{n}: not JSON ({exc.msg})") from None
+    for n, obj in json_lines(path, lines, comments=True, error=InputError):
         if not isinstance(obj, dict) or not isinstance(obj.get("text"), str):
             raise InputError(f'{path}:{n}: expected an object with a string "text"')
         meta = {k: v for k, v in obj.items() if k not in ("id", "text")}

@@ -20,8 +20,9 @@ without the answer's end markers: for OpenAI ``[DONE]`` and a ``finish_reason``)
 unparseable data line), ``server_error`` (an error object inside a 200 stream), ``empty`` (no token at all).
 
 The read loop is the hot path of the whole client: one wait for readability, one ``recvmsg``, one parser
-``feed`` (C, llhttp), one framer call and one tally call per read; no per-event Python beyond
-``orjson.loads`` and a few lookups. t0 (closed loop) is when the pooled connection is handed to the
+``feed`` (C, llhttp) and one call of the tally's reader per read: a read that is one token-bearing chunk of the
+stream's learned shape is read by a byte scan (:mod:`users.chunkscan`), any other goes through the SSE framer and
+a full ``orjson.loads`` per event. t0 (closed loop) is when the pooled connection is handed to the
 request, just before the write (:mod:`users.sendstamp`).
 """
 
@@ -164,8 +165,7 @@ def _read_stream(resp: HTTPSocketPoolResponse, tally: StreamTally, live: LiveReq
     """
     perf = time.perf_counter
     parser = SSEParser()
-    parse = parser.feed
-    add = tally.add
+    take = tally.reader(parser)
     pending: list[bytearray] = []
     sock = resp._sock
     netstamp.enable(sock)  # no socket (the pool took it back): nothing to stamp
@@ -176,12 +176,12 @@ def _read_stream(resp: HTTPSocketPoolResponse, tally: StreamTally, live: LiveReq
     resp._on_body = pending.append
     t = perf()
     if pending:
-        add(parse(pending.pop()), t)
+        take(pending.pop(), t)
     if resp.message_complete or sock is None:
         # The whole (short) stream came with the headers; the pool may already have taken the socket back.
         if not resp.message_complete:
             raise LLMError("stream_cut", f"connection closed mid-stream after {tally.output_tokens} tokens")
-        add(parser.close(), t)
+        tally.add(parser.close(), t)
         return t
     raw, readable = _raw_reader(sock)
     if raw is not None:
@@ -209,9 +209,7 @@ def _read_stream(resp: HTTPSocketPoolResponse, tally: StreamTally, live: LiveReq
             if pending:
                 chunk = pending[0] if len(pending) == 1 else b"".join(pending)
                 pending.clear()
-                events = parse(chunk)
-                if events:
-                    add(events, t)
+                take(chunk, t)
     except TimeoutError:
         stalled = f"stream stalled past the request timeout after {tally.output_tokens} tokens"
         raise LLMError("timeout", stalled) from None
@@ -220,7 +218,7 @@ def _read_stream(resp: HTTPSocketPoolResponse, tally: StreamTally, live: LiveReq
     finally:
         if raw is not None:
             readable.stop()
-    add(parser.close(), t)
+    tally.add(parser.close(), t)
     return t
 
 

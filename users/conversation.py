@@ -31,8 +31,6 @@ count the tokenizer's chat template rendered over the whole history (:meth:`RunS
 
 from __future__ import annotations
 
-import orjson
-
 from shapes.stage import Stage
 from users.adapters.openai import OpenAIAnswer
 from users.request import RequestInput, request_input
@@ -41,8 +39,6 @@ from users.tally import StreamTally
 from workload.datasets import Dialog
 from workload.prompts import Prompt
 from workload.tokenizers import chat_renderer, render_chat
-
-_loads = orjson.loads
 
 
 class TranscriptTally(StreamTally):
@@ -53,20 +49,7 @@ class TranscriptTally(StreamTally):
     def __init__(self, prompt_tokens_client: int = 0) -> None:
         super().__init__(prompt_tokens_client)
         self.answer: list[str] = []
-
-    def add(self, payloads: list[bytes], t: float) -> None:
-        super().add(payloads, t)  # raises on a bad event first
-        keep = self.answer.append
-        for p in payloads:
-            if p[:1] != b"{":
-                continue
-            choices = _loads(p).get("choices")
-            if choices:
-                c0 = choices[0]
-                d = c0.get("delta")
-                text = d.get("content") if d is not None else c0.get("text")
-                if text:
-                    keep(text)
+        self.kept = self.answer  # the tally appends each chunk's answer text, decoded or scanned
 
 
 class TranscriptAnswer(OpenAIAnswer):

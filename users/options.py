@@ -15,7 +15,17 @@ import json
 import secrets
 from pathlib import Path
 
-from workload.argtypes import json_object, length_spec, non_negative_int, number, positive_int, seconds, seed
+from workload.argtypes import (
+    json_object,
+    length_spec,
+    non_negative_int,
+    number,
+    positive_int,
+    processes,
+    seconds,
+    seed,
+    usable_cores,
+)
 from workload.datasets import (
     AUTO_FORMAT,
     FORMATS,
@@ -254,7 +264,18 @@ class ThinkTime:
         return f"fixed:{self.lo:g}" if self.lo == self.hi else f"uniform:{self.lo:g}:{self.hi:g}"
 
 
+def _processes_auto(parser) -> None:
+    """Locust's own ``--processes`` (it forks the workers) also takes ``auto``: one process per usable core."""
+    for action in parser._actions:
+        if action.dest == "processes":
+            action.type = processes
+            action.metavar = "<int>|auto"
+            action.help = (f"{action.help} 'auto': one per usable core ({usable_cores()} here); -1: one per CPU of "
+                           f"the machine (Locust's)")
+
+
 def add_arguments(parser) -> None:
+    _processes_auto(parser)
     add = parser.add_argument
     add(
         "--model",

@@ -11,6 +11,7 @@ that runs users (local or worker, not the master), ``environment.llm.settings``
 
 from __future__ import annotations
 
+import gc
 import inspect
 import logging
 import sys
@@ -62,6 +63,12 @@ class UsersPlugin:
             self.environment.llm.stall_watch = None
 
     def _on_test_start(self, environment, **_kw) -> None:
+        try:
+            self._start(environment)
+        finally:
+            settle_gc()
+
+    def _start(self, environment) -> None:
         if not isinstance(environment.runner, WorkerRunner) and environment.parsed_options is not None:
             # one salt per run, drawn where the run starts; workers get it with the options Locust ships them
             salt = resolve_prompt_salt(getattr(environment.parsed_options, "prompt_salt", None))
@@ -229,6 +236,15 @@ def _servers(environment) -> list[str]:
     if table:
         urls += [span[2].base_url for span in RouteTable.parse(str(table)).spans]
     return list(dict.fromkeys(urls))
+
+
+def settle_gc() -> None:
+    """Collect once and freeze what start-up built (modules, tokenizer, prompt pools, settings) into the permanent
+    generation: the collector's full passes during the run then walk only the run's own objects. With thousands of
+    streams in a process a full pass over everything took 0.5-1.5 s (a 3,000-stream run on a loaded 2-core box),
+    a pause every stream of the process waits through."""
+    gc.collect()
+    gc.freeze()
 
 
 def _prime_inspect() -> None:

@@ -38,6 +38,11 @@ class SSEParser:
         self.comments = 0
         """Comment lines seen (keep-alives), for diagnostics."""
 
+    def idle(self) -> bool:
+        """No event begun and no CR pending: the next read starts afresh (a read holding exactly one whole event
+        may then be taken without the framer)."""
+        return not self._buf and not self._cr
+
     @property
     def pending(self) -> int:
         """Bytes held for an event that has not ended yet."""

@@ -36,11 +36,15 @@ from enum import IntEnum
 
 import orjson
 
+from users.chunkscan import TEXT_FIELDS, ChunkShape
 from users.faults import StreamFault, quote
+from users.sse import SSEParser
 
 _loads = orjson.loads
 _JSONError = orjson.JSONDecodeError
-_TEXT_FIELDS = ("content", "reasoning_content", "reasoning")
+_TEXT_FIELDS = TEXT_FIELDS
+_LEARN_MISSES = 4
+"""Chunks a stream may fail to learn a shape from before its tally stops trying (a server whose chunks never fit)."""
 
 
 class Think(IntEnum):
@@ -62,7 +66,7 @@ _NO_TAG, _INSIDE, _CLOSED = (int(x) for x in Think)  # plain ints in module glob
 class StreamTally:
     __slots__ = ("client_prompt_tokens", "output_tokens", "chunk_times", "chunk_tokens", "done", "finish_reason",
                  "usage_tokens", "continuous", "prompt_tokens", "texts", "t_reason", "t_answer", "reasoning", "pending",
-                 "split", "think", "final")
+                 "split", "think", "kept", "_shape", "_framed", "_misses", "final")
 
     def __init__(self, prompt_tokens_client: int = 0) -> None:
         self.client_prompt_tokens = prompt_tokens_client
@@ -95,12 +99,64 @@ class StreamTally:
         """(k, answer text) of the chunk where reasoning ended and the answer began mid-chunk."""
         self.think = _NO_TAG
         """Where content stands against ``<think>`` (:class:`Think`)."""
+        self.kept: list[str] | None = None
+        """When a list: every chunk's answer text (``content`` / ``text``) is appended to it (a conversation's)."""
+        self._shape: ChunkShape | None = None
+        """The token-bearing chunk's shape learned from the last fully decoded one (:mod:`users.chunkscan`)."""
+        self._framed: ChunkShape | None = None
+        """The same shape as one whole SSE event (``data: ...\\n\\n``): a read holding exactly one such event."""
+        self._misses = 0
         self.final: dict | None = None
         """The final usage chunk (``choices: []``): where vLLM puts its in-band ``metrics`` (:mod:`users.inband`)."""
+
+    def reader(self, parser: SSEParser) -> Callable[[bytes, float], None]:
+        """``take(data, t)``: account one read's body bytes, framed by ``parser``. A read that is exactly one event of
+        the learned chunk shape is read by a byte scan (:mod:`users.chunkscan`); any other goes through the framer
+        and :meth:`add`."""
+        parse, add, idle = parser.feed, self.add, parser.idle
+
+        def take(data: bytes, t: float) -> None:
+            framed = self._framed
+            if framed is not None and idle() and (m := framed.match(data)) is not None:
+                self._scanned(m[0], m[1], t)
+                return
+            events = parse(data)
+            if events:
+                add(events, t)
+
+        return take
+
+    def _scanned(self, text: str, ct: int, t: float) -> None:
+        """A chunk of the learned shape: what :meth:`add` does with it, without decoding it."""
+        k = ct - self.usage_tokens
+        self.usage_tokens = ct
+        field = self._shape.field
+        if self.kept is not None and text and (field == "content" or field == "text"):
+            self.kept.append(text)
+        if k > 0:
+            self.chunk_times.append(t)
+            self.chunk_tokens.append(k)
+            self.output_tokens += k
+            if self.t_answer is None:
+                if field == "content" or field == "text":
+                    self._stage_texts(None, text, k, t)
+                else:
+                    self._stage_texts(text or None, None, k, t)
+
+    def _learn(self, p: bytes, obj: dict) -> None:
+        shape = ChunkShape.learn(p, obj) if self.prompt_tokens is not None else None
+        if shape is None:  # a shape learned before stays: a chunk is matched against it or decoded
+            self._misses += 1
+            return
+        self._shape, self._framed = shape, shape.framed(b"data: ", b"\n\n")
 
     def add(self, payloads: list[bytes], t: float) -> None:
         """Account the event payloads that arrived in one read at time ``t``."""
         for p in payloads:
+            shape = self._shape
+            if shape is not None and (m := shape.match(p)) is not None:
+                self._scanned(m[0], m[1], t)
+                continue
             try:
                 obj = _loads(p)
                 choices = obj["choices"]
@@ -119,11 +175,17 @@ class StreamTally:
                 k = ct - (self.usage_tokens or 0)
                 self.usage_tokens = ct
                 c0 = choices[0]
+                if self._misses < _LEARN_MISSES:
+                    self._learn(p, obj)
             elif choices:
                 c0 = choices[0]
                 k = self._by_text(c0)
             else:
                 continue
+            if self.kept is not None:
+                d = c0.get("delta")
+                if (text := d.get("content") if d is not None else c0.get("text")):
+                    self.kept.append(text)
             if (reason := c0.get("finish_reason")) is not None:
                 self.finish_reason = reason
             if k > 0:
@@ -137,12 +199,14 @@ class StreamTally:
         """Reasoning or answer, for a token-bearing chunk before the first answer token."""
         d = c0.get("delta")
         if d is not None:
-            r = d.get("reasoning_content") or d.get("reasoning")
-            a = d.get("content")
-            if r and self.think == _INSIDE:  # a reasoning parser is at work: content is the answer
-                self.think = _NO_TAG
+            self._stage_texts(d.get("reasoning_content") or d.get("reasoning"), d.get("content"), k, t)
         else:
-            r, a = None, c0.get("text")
+            self._stage_texts(None, c0.get("text"), k, t)
+
+    def _stage_texts(self, r: str | None, a: str | None, k: int, t: float) -> None:
+        """:meth:`_stage` given the chunk's reasoning text ``r`` and answer text ``a``."""
+        if r and self.think == _INSIDE:  # a reasoning parser is at work: content is the answer
+            self.think = _NO_TAG
         if a and (self.think == _INSIDE or (self.think == _NO_TAG and a.lstrip().startswith("<think>"))):
             end = a.find("</think>")
             if end < 0:

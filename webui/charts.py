@@ -28,6 +28,7 @@ from flask import Blueprint, Response, request
 from locust.runners import STATE_RUNNING, STATE_SPAWNING, MasterRunner
 
 from run.context import attach
+from telemetry.outputs.report.capacity_view import capacity_charts
 from telemetry.outputs.report.fmt import num
 from telemetry.outputs.report.render import CSS
 from telemetry.outputs.report.sections import load_charts
@@ -57,6 +58,7 @@ FIGURES: tuple[tuple[str, Callable[[Mapping], str | list[str]]], ...] = (
     ("throughput", throughput_timeline),
     ("server", server_chart),
     ("load", load_charts),
+    ("capacity", capacity_charts),
 )
 """Chart id -> the report's drawing function (one SVG, or a list of them; "" / [] = nothing to draw yet)."""
 
@@ -146,13 +148,19 @@ COCKPIT_JS = """(function () {
 
 
 def settled(summary: Mapping, final: bool, lag_s: float = SETTLE_S) -> Mapping:
-    """``summary`` with the client windows that may still be filling (ending less than ``lag_s`` ago) left out;
-    all of them after the run (``final``)."""
+    """``summary`` with the client windows drawn live: while the run goes, not those that may still be filling
+    (ending less than ``lag_s`` ago); once it stopped (``final``), not the last one, which the stop cut (the users
+    were stopped inside it and their requests in flight are never counted, so its rate would dip towards 0), as
+    long as two windows remain to draw."""
     ts = summary.get("timeseries")
-    if final or not isinstance(ts, Mapping) or not isinstance(summary.get("duration_s"), int | float):
+    if not isinstance(ts, Mapping) or not isinstance(summary.get("duration_s"), int | float):
         return summary
-    cut = summary["duration_s"] - lag_s
-    client = [w for w in ts.get("client") or [] if isinstance(w, Mapping) and w.get("end_s", cut + 1) <= cut]
+    client = [w for w in ts.get("client") or [] if isinstance(w, Mapping)]
+    if final:
+        client = client[:-1] if len(client) > 2 else client
+    else:
+        cut = summary["duration_s"] - lag_s
+        client = [w for w in client if w.get("end_s", cut + 1) <= cut]
     return {**summary, "timeseries": {**ts, "client": client}}
 
 
@@ -194,8 +202,20 @@ def stage_view(progress: Mapping | None, live: Mapping, summary: Mapping, users:
         "measured_stages": [st.get("name") for st in summary.get("stages") or []
                             if isinstance(st, Mapping) and not st.get("warmup")],
         "batching": _batching_verdict(summary.get("attribution")),
+        "capacity": _search_view(summary.get("capacity")),
     }
     return out
+
+
+def _search_view(cap) -> dict | None:
+    """A capacity search's state (the summary's ``capacity``: the same probe records the report draws): its
+    statement and each judged probe's stage, verdict and why it stopped early."""
+    if not isinstance(cap, Mapping):
+        return None
+    probes = [{"stage": p.get("stage"), "passed": p.get("passed"),
+               "early_stop": (p.get("early_stop") or {}).get("reason")} for p in cap.get("probes") or []]
+    return {"status": cap.get("status"), "statement": cap.get("statement"), "probes": probes,
+            "max_probes": cap.get("max_probes")}
 
 
 def slo_card(slo: Mapping | None, running: bool) -> str:
@@ -232,6 +252,17 @@ def stage_html(v: Mapping) -> str:
         cards.append(_card("saturation", f"knee at {sat['stage']}", str(sat.get("reason") or "")))
     else:
         cards.append(_card("saturation", "no knee yet", str(sat.get("reason") or "no verdict yet")))
+    search = v.get("capacity")
+    if search:  # the capacity search: the probes judged so far (its charts are the "capacity" figures)
+        probes = search["probes"]
+        last = probes[-1] if probes else None
+        verdict = "–" if last is None else f"{last['stage']}: {'met every SLO' if last['passed'] else 'breached'}"
+        if last is not None and last.get("early_stop"):
+            verdict += " (stopped early)"
+        done = v.get("state") not in ACTIVE or search.get("status") not in ("not_run", "incomplete")
+        sub = str(search.get("statement") or "") if done and probes else \
+            f"{len(probes)} of at most {search.get('max_probes')} probes judged"
+        cards.append(_card("capacity search", verdict, sub))
     cards.append(slo_card(v.get("slo"), v.get("state") in ACTIVE))
     det = v.get("detectors")
     if v.get("state") not in ACTIVE and v.get("batching") and v.get("requests"):  # the run is over: its verdict

@@ -90,6 +90,8 @@ LAYOUT: dict[str, tuple[str, str]] = {
     "batching_p99_rise": ("slo", "Batching rule: TTFT p99 rise (ratio)"),
     "batching_size_ratio": ("slo", "Batching rule: batch size fall (ratio)"),
     "batching_windows": ("slo", "Batching rule: windows in a row"),
+    "imbalance_factor": ("slo", "Imbalance rule: factor over the other engines"),
+    "imbalance_windows": ("slo", "Imbalance rule: windows in a row"),
     "llm_summary_json": ("outputs", "Summary JSON file"),
     "llm_csv": ("outputs", "CSV files prefix"),
     "llm_report": ("outputs", "HTML report file"),

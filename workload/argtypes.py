@@ -189,3 +189,23 @@ def as_text(check: Callable[[str], T]) -> Callable[[str], str]:
 
     validated.__name__ = getattr(check, "__name__", "value")
     return validated
+
+
+def usable_cores() -> int:
+    """The cores this process may run on (its CPU affinity: a container's or ``taskset``'s limit), else the machine's
+    count."""
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+def processes(text: str) -> int:
+    """Locust's ``--processes``, plus ``auto``: one process per usable core (:func:`usable_cores`); ``-1`` stays
+    Locust's own "one per CPU of the machine"."""
+    if str(text).strip().lower() == "auto":
+        return usable_cores()
+    value = _int(text)
+    if value is None or value < -1 or value == 0:
+        raise reject("a process count >= 1, -1 or auto", text)
+    return value

@@ -26,6 +26,8 @@ from pathlib import Path
 
 import numpy as np
 
+from workload.jsonl import json_lines
+
 _TEXT_KEYS = ("prompt", "text", "input")
 _HUMAN = {"human", "user"}
 
@@ -53,13 +55,7 @@ def load_prompt_file(path: str | Path) -> list[str]:
     if not p.is_file():
         raise ValueError(f"no such prompt file {str(p)!r}")
     prompts: list[str] = []
-    for no, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise ValueError(f"{p}:{no}: not JSON ({e.msg})") from None
+    for no, obj in json_lines(p, p.read_text(encoding="utf-8").splitlines()):
         text = prompt_of(obj) if isinstance(obj, dict) else None
         if text is None:
             raise ValueError(f'{p}:{no}: expected {{"prompt": ...}} or ShareGPT "conversations" with a human turn')
@@ -236,13 +232,7 @@ def _records(p: Path, raw: bytes):
             raise ValueError(f"{p}:{e.lineno}: not JSON ({e.msg})") from None
         yield from ((i, obj) for i, obj in enumerate(array, 1))
         return
-    for no, line in enumerate(text.splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            yield no, json.loads(line)
-        except json.JSONDecodeError as e:
-            raise ValueError(f"{p}:{no}: not JSON ({e.msg})") from None
+    yield from json_lines(p, text.splitlines())
 
 
 def load_dataset(path: str | Path, fmt: str = AUTO_FORMAT) -> Dataset:

@@ -23,7 +23,6 @@ the head of the full one. A 128K-token line is built in about 1.4 ms from cached
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass
 from functools import lru_cache
@@ -32,6 +31,7 @@ from pathlib import Path
 import numpy as np
 from tokenizers import Tokenizer
 
+from workload.jsonl import json_lines
 from workload.prompts import Prompt, SyntheticPrompts
 from workload.tokenizers import ChatRenderer
 
@@ -111,15 +111,8 @@ def load_trace(path: str | Path) -> Trace:
         raise ValueError(f"no such trace file {str(p)!r}")
     rows: list[tuple[float, int, int, int, tuple[int, ...]]] = []
     with p.open(encoding="utf-8") as f:
-        for no, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            where = f"{p}:{no}"
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise ValueError(f"{where}: not JSON ({e.msg}); {FORM}") from None
-            rows.append((*parse_record(obj, where, no), no))  # type: ignore[arg-type]
+        for no, obj in json_lines(p, f, hint=FORM):
+            rows.append((*parse_record(obj, f"{p}:{no}", no), no))  # type: ignore[arg-type]
     if not rows:
         raise ValueError(f"{p}: no requests; {FORM}")
     rows.sort(key=lambda r: r[0])  # stable: equal stamps keep their order

@@ -15,8 +15,8 @@ live detectors' gauges (telemetry/control/detectors.py) have their own panels.
 
 Imports anywhere: every query reads the datasource variable ``${datasource}`` (no hard-coded uid), ``__inputs``
 lets Grafana's import dialog ask for the Prometheus to use, and the variables ``model`` (vLLM's ``model_name``),
-``stage``, ``user_class`` and ``version`` filter the series that carry those labels (each defaults to All, a
-regex that also matches a series without the label).
+``stage``, ``user_class``, ``version`` and ``engine`` (vLLM's data-parallel rank) filter the series that carry
+those labels (each defaults to All, a regex that also matches a series without the label).
 """
 
 from __future__ import annotations
@@ -41,11 +41,14 @@ CLIENT = 'user_class=~"$user_class", stage=~"$stage", version=~"$version"'
 """The label filter of every llm_* series labelled by user class and stage (and version with --route-table)."""
 SERVER = 'model_name=~"$model"'
 """The label filter of vLLM's series."""
+ENGINE = 'model_name=~"$model", engine=~"$engine"'
+"""vLLM's series of the chosen engines (``engine``: one per data-parallel rank; every replica has its own)."""
 VARIABLES = (  # (name, label, the series whose label values it offers, the label)
     ("model", "Model", "vllm:num_requests_running", "model_name"),
     ("stage", "Stage", "llm_requests_total", "stage"),
     ("user_class", "User class", "llm_requests_total", "user_class"),
     ("version", "Version", "llm_requests_total", "version"),
+    ("engine", "Engine", "vllm:num_requests_running", "engine"),
 )
 ALL = ".*"
 """What "All" means in a filter: any value, and no label at all."""
@@ -218,6 +221,45 @@ PANELS: list[Panel] = [
         "1 while the load generator's live detector fires (telemetry/control/detectors.py, every second on the "
         "trailing --batching-windows windows): the batching-collapse rule, each SLO. The alerts "
         "LLMBatchingCollapsed and LLMSLOBreached read the same gauges.",
+        max=1.0,
+    ),
+    Panel(
+        "Per engine: KV cache usage",
+        "percentunit",
+        [Target(f"vllm:kv_cache_usage_perc{{{ENGINE}}}", "{{instance}} engine {{engine}}"),
+         Target('llm_engine_kv_cache_usage_ratio{engine=~"$engine"}', "{{target}} engine {{engine}} (relayed)")],
+        "Every replica's every engine (vLLM's engine label, one per --data-parallel-size rank): a full pool on one "
+        "engine while the others idle is hidden by the fleet's mean.",
+        max=1.0,
+    ),
+    Panel(
+        "Per engine: waiting and running",
+        "short",
+        [Target(f"vllm:num_requests_waiting{{{ENGINE}}}", "waiting {{instance}} engine {{engine}}"),
+         Target(f"vllm:num_requests_running{{{ENGINE}}}", "running {{instance}} engine {{engine}}")],
+        "Each engine's queue and batch: a straggler holds more running requests, a starved engine fewer.",
+    ),
+    Panel(
+        "Per engine: queue time p99 and finished requests",
+        "s",
+        [Target(f"histogram_quantile(0.99, sum by (instance, engine, le) "
+                f"(rate(vllm:request_queue_time_seconds_bucket{{{ENGINE}}}[{RATE}])))", "queue p99 {{instance}} engine "
+                "{{engine}}"),
+         Target(f"sum by (instance, engine) (rate(vllm:request_success_total{{{ENGINE}}}[{RATE}]))",
+                "finished/s {{instance}} engine {{engine}}")],
+        "From each engine's own histogram and counter; the finished rate (req/s, right axis) shows how evenly "
+        "requests are spread.",
+        overrides=[{"matcher": {"id": "byRegexp", "options": "finished.*"},
+                    "properties": [{"id": "unit", "value": "reqps"},
+                                   {"id": "custom.axisPlacement", "value": "right"}]}],
+    ),
+    Panel(
+        "Engine imbalance",
+        "short",
+        [Target('llm_engine_imbalanced{engine=~"$engine"}', "{{target}} engine {{engine}}")],
+        "1 for the engine the load generator's imbalance detector finds off the rest of the fleet (waiting, "
+        "queue-time p99, ITL or finished requests against the other engines' median, --imbalance-windows windows "
+        "in a row); the alert LLMEngineImbalanced reads the same gauge.",
         max=1.0,
     ),
     Panel(

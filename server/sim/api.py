@@ -126,6 +126,8 @@ class SimApp:
         """``--per-request-spec-decode-metrics``: ``summary`` or ``detailed`` adds ``speculative_decoding``."""
         self.prompt_details = False
         """``--enable-prompt-tokens-details``: ``usage.prompt_tokens_details`` (the prefix-cache hits)."""
+        self.kv = None
+        """``--kv-transfer-from``: a :class:`server.sim.pd.KvTransfer` (this is a pair's decode instance), else None."""
         self.created = int(time.time())
         self._ids = itertools.count(1)
         self._id_prefix = os.urandom(4).hex()
@@ -227,8 +229,18 @@ class SimApp:
             xrid = req.headers.get("x-request-id")
             for i, r in enumerate(reqs):
                 tracer.begin(r, req.headers, f"{sse.KINDS[kind][1]}{xrid}-{i}" if xrid else r.rid, r.max_tokens)
-        for r in reqs:
-            self.engine.submit(r)
+        if self.kv is None:
+            for r in reqs:
+                self.engine.submit(r)
+            return
+        for r in reqs:  # a prefill/decode pair: prefill there, the KV transfer, then decode here
+            arrival = self.engine.now()
+
+            def submit(r=r, arrival=arrival) -> None:
+                if not resp.dead:
+                    self.engine.submit(r, arrival)
+
+            asyncio.ensure_future(self.kv.run(r.tokens[:r.num_prompt], submit))
 
     def details(self, reqs: list[SimRequest]) -> dict | None:
         """``usage.prompt_tokens_details`` of a response (None unless --enable-prompt-tokens-details)."""

@@ -15,7 +15,7 @@ import json
 import logging
 import signal
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -24,7 +24,9 @@ from server.core.http import Connection, WriteBatcher
 from server.sim.api import REASONING_FIELDS, SimApp
 from server.sim.engine import Engine
 from server.sim.faults import DEFAULT_KINDS, Faults
+from server.sim.fleet import Fleet, FleetCollector
 from server.sim.metrics import EngineMetrics, SimCollector, make_registry
+from server.sim.pd import KvTransfer
 from server.sim.profiles import DEFAULT_PROFILE, Profile, ProfileError, available, load_profile
 from server.sim.scheduler import Scheduler, SchedulerConfig
 from server.sim.textgen import build_vocabulary
@@ -44,6 +46,10 @@ from workload.lengths import parse_spec
 from workload.tokenizers import AUTO, TokenizerNotFound, chat_renderer, choose_tokenizer, load_tokenizer
 
 log = logging.getLogger("server.sim")
+
+
+KV_TRANSFER_DELAY_DEFAULT = 0.05
+"""--kv-transfer-delay: seconds a request's KV takes from the prefill instance to this decode instance."""
 
 
 class UsageError(Exception):
@@ -102,6 +108,14 @@ def _acceptance(text: str) -> tuple[float, ...]:
     if not values or any(b > a for a, b in zip(values, values[1:], strict=False)):
         raise reject("a comma list of non-increasing fractions in [0, 1] such as 0.8,0.6,0.4", text)
     return values
+def _dp_skew(text: str) -> tuple[int, float]:
+    e, sep, f = text.partition(":")
+    try:
+        if sep:
+            return non_negative_int(e), positive_number(f)
+    except argparse.ArgumentTypeError:
+        pass
+    raise reject("ENGINE:FACTOR (engine index >= 0, its steps FACTOR times slower, FACTOR > 0)", text)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -125,6 +139,10 @@ def build_parser() -> argparse.ArgumentParser:
                         help="longest prompt + output; lowered to the pool size when the profile's does not fit")
     engine.add_argument("--enable-prefix-caching", action=argparse.BooleanOptionalAction, default=None,
                         help="reuse cached full blocks of shared prompt prefixes")
+    engine.add_argument("--data-parallel-size", "-dp", type=positive_int, default=1,
+                        help="engines behind the one API server, each with its own scheduler and KV pool of "
+                        "--num-gpu-blocks, dealt requests least-loaded as vLLM's DP balancer; every series carries "
+                        "its engine label (default %(default)s)")
     sim = p.add_argument_group("simulation")
     sim.add_argument("--time-scale", type=positive_number, default=1.0,
                      help="run the simulated clock S times faster than real time: a step the profile prices at t "
@@ -169,9 +187,19 @@ def build_parser() -> argparse.ArgumentParser:
     faults.add_argument("--fault-kinds", type=_fault_kinds, default=DEFAULT_KINDS,
                         help=f"comma list of {','.join(KINDS)} (server/core/faults.py; hang is stall) "
                         f"(default: {','.join(DEFAULT_KINDS)})")
+    faults.add_argument("--dp-skew", type=_dp_skew, action="append", default=[], metavar="ENGINE:FACTOR",
+                        help="engine ENGINE's steps take FACTOR times the profile's time (a straggling data-parallel "
+                        "rank); repeatable")
     faults.add_argument("--batch-cap-at", type=_batch_cap, metavar="T:N",
                         help="from simulated second T on (wall second T/S with --time-scale S), admit no more than N "
                         "running sequences")
+    pd = p.add_argument_group("prefill/decode disaggregation (this simulator as the decode instance)")
+    pd.add_argument("--kv-transfer-from", type=url_or_off, metavar="URL",
+                    help="the prefill instance's base URL: each request is prefilled there (max_tokens=1), its KV "
+                    "'transferred' for --kv-transfer-delay, then decoded here at no prefill cost; exports vLLM's "
+                    "vllm:nixl_* metrics and waiting_by_reason{reason=deferred}")
+    pd.add_argument("--kv-transfer-delay", type=non_negative_seconds, default=KV_TRANSFER_DELAY_DEFAULT,
+                    metavar="SECONDS", help="how long each request's KV transfer takes (default %(default)g)")
     p.add_argument("--otlp-traces-endpoint", type=url_or_off, metavar="URL",
                    help="post vLLM's llm_request span of every finished request to this OTLP/HTTP protobuf URL, "
                    "e.g. http://127.0.0.1:4318/v1/traces (as vllm serve --otlp-traces-endpoint with "
@@ -201,6 +229,10 @@ class SimSettings:
     per_request_metrics: bool = False
     spec_metrics: str | None = None
     prompt_details: bool = False
+    data_parallel_size: int = 1
+    dp_skew: tuple[tuple[int, float], ...] = ()
+    kv_transfer_from: str | None = None
+    kv_transfer_delay: float = 0.0
 
 
 def settings_from_args(a: argparse.Namespace) -> SimSettings:
@@ -245,6 +277,13 @@ def settings_from_args(a: argparse.Namespace) -> SimSettings:
     except TypeError as e:
         raise UsageError(f"profile {profile.name}: {e}") from None
     model_name = a.served_model_name or profile.served_model_name
+    for index, _factor in a.dp_skew:
+        if index >= a.data_parallel_size:
+            raise UsageError(f"--dp-skew {index}:...: engine {index} does not exist with --data-parallel-size "
+                             f"{a.data_parallel_size} (engines 0..{a.data_parallel_size - 1})")
+    kv_from = a.kv_transfer_from if a.kv_transfer_from and a.kv_transfer_from.lower() != "off" else None
+    if kv_from and a.data_parallel_size > 1:
+        raise UsageError("--kv-transfer-from runs one decode engine: drop --data-parallel-size")
     otlp = a.otlp_traces_endpoint if a.otlp_traces_endpoint and a.otlp_traces_endpoint.lower() != "off" else None
     return SimSettings(
         otlp_traces_endpoint=otlp,
@@ -255,6 +294,8 @@ def settings_from_args(a: argparse.Namespace) -> SimSettings:
         batch_cap_at=a.batch_cap_at, notes=notes, reasoning=a.reasoning, reasoning_field=a.reasoning_field,
         per_request_metrics=a.enable_per_request_metrics, spec_metrics=a.per_request_spec_decode_metrics,
         prompt_details=a.enable_prompt_tokens_details,
+        data_parallel_size=a.data_parallel_size, dp_skew=tuple(a.dp_skew),
+        kv_transfer_from=kv_from, kv_transfer_delay=a.kv_transfer_delay,
     )
 
 
@@ -266,7 +307,17 @@ def _tokenizer(option: str, model_name: str) -> str:
     return chosen.name
 
 
-def build_app(s: SimSettings) -> tuple[SimApp, Engine]:
+def cache_info(s: SimSettings, engine: str) -> dict[str, str]:
+    """vllm:cache_config_info's labels as vLLM 0.32 exports them (tests/contract/server_env/cache_config_info.txt)."""
+    return {"block_size": str(s.sched.block_size), "cache_dtype": "auto", "engine": engine,
+            "enable_prefix_caching": str(s.sched.enable_prefix_caching),
+            "gpu_memory_utilization": "0.9", "num_cpu_blocks": "None",
+            "num_gpu_blocks": str(s.sched.num_gpu_blocks), "num_gpu_blocks_override": "None",
+            "kv_cache_size_tokens": str(s.sched.num_gpu_blocks * s.sched.block_size),
+            "prefix_caching_hash_algo": "sha256", "sliding_window": "None", "user_specified_block_size": "True"}
+
+
+def build_app(s: SimSettings) -> tuple[SimApp, Engine | Fleet]:
     """Everything but the socket: tokenizer, vocabulary, scheduler, engine, metrics, API."""
     try:
         tok = load_tokenizer(s.tokenizer)
@@ -277,18 +328,23 @@ def build_app(s: SimSettings) -> tuple[SimApp, Engine]:
     vocab = build_vocabulary(tok, np.random.default_rng(seeds[0]))
     if not vocab.round_trip_ok:
         log.warning("re-encoding generated text does not give back the same ids with this tokenizer")
-    sched = Scheduler(s.sched, vocab.ids, np.random.default_rng(seeds[1]))
-    metrics = EngineMetrics(s.sched.max_model_len)
     batcher = WriteBatcher()
-    engine = Engine(sched, s.profile.cost, metrics, s.time_scale, s.batch_cap_at, flush=batcher.flush)
-    # vllm:cache_config_info's labels as vLLM 0.32 exports them (tests/contract/server_env/cache_config_info.txt)
-    cache_info = {"block_size": str(s.sched.block_size), "cache_dtype": "auto", "engine": "0",
-                  "enable_prefix_caching": str(s.sched.enable_prefix_caching),
-                  "gpu_memory_utilization": "0.9", "num_cpu_blocks": "None",
-                  "num_gpu_blocks": str(s.sched.num_gpu_blocks), "num_gpu_blocks_override": "None",
-                  "kv_cache_size_tokens": str(s.sched.num_gpu_blocks * s.sched.block_size),
-                  "prefix_caching_hash_algo": "sha256", "sliding_window": "None", "user_specified_block_size": "True"}
-    collector = SimCollector(metrics, engine.gauges, s.model_name, cache_info, s.legacy_metrics)
+    skew = dict(s.dp_skew)
+    kv = KvTransfer(s.kv_transfer_from, s.kv_transfer_delay, s.model_name) if s.kv_transfer_from else None
+    engines, collectors = [], []
+    for i in range(s.data_parallel_size):  # engine 0 draws as a single engine does
+        rng = np.random.default_rng(seeds[1] if i == 0 else np.random.SeedSequence([s.seed, i]))
+        cost = s.profile.cost.scaled(skew[i]) if i in skew else s.profile.cost
+        if kv is not None:  # the prompt's KV arrives from the prefill instance: its prefill costs nothing here
+            cost = replace(cost, per_prefill_token_ms=0.0)
+        metrics = EngineMetrics(s.sched.max_model_len)
+        engine = Engine(Scheduler(s.sched, vocab.ids, rng), cost, metrics, s.time_scale, s.batch_cap_at,
+                        flush=batcher.flush)
+        engines.append(engine)
+        collectors.append(SimCollector(metrics, engine.gauges, s.model_name, cache_info(s, str(i)),
+                                       s.legacy_metrics, engine=str(i), kv=kv))
+    engine = engines[0] if len(engines) == 1 else Fleet(engines)
+    collector = collectors[0] if len(collectors) == 1 else FleetCollector(collectors)
     faults = Faults(s.fault_rate, s.fault_kinds, np.random.default_rng(seeds[2])) if s.fault_rate > 0 else None
     app = SimApp(engine, tok, vocab, s.model_name, s.sched.max_model_len, s.eos_probability,
                  np.random.default_rng(seeds[3]), make_registry(collector), faults, batcher, render)
@@ -296,7 +352,9 @@ def build_app(s: SimSettings) -> tuple[SimApp, Engine]:
     app.reasoning_field = s.reasoning_field
     app.per_request_metrics, app.spec_metrics, app.prompt_details = (s.per_request_metrics, s.spec_metrics,
                                                                      s.prompt_details)
-    sched.spec_detailed = s.spec_metrics == "detailed"
+    for e in engines:
+        e.sched.spec_detailed = s.spec_metrics == "detailed"
+    app.kv = kv
     if s.otlp_traces_endpoint:
         engine.tracer = SimTracer(s.otlp_traces_endpoint).start()
     return app, engine

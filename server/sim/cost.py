@@ -36,6 +36,11 @@ class CostModel:
             raise ValueError("cost_ms: values must be >= 0")
         return cls(vals["base"], vals["per_prefill_token"], vals["per_decode_seq"], vals["per_context_token"])
 
+    def scaled(self, factor: float) -> CostModel:
+        """Every step ``factor`` times as long (a slow data-parallel rank, ``--dp-skew``)."""
+        return CostModel(self.base_ms * factor, self.per_prefill_token_ms * factor, self.per_decode_seq_ms * factor,
+                         self.per_context_token_ms * factor)
+
     def step_seconds(self, step: Step) -> float:
         return self.seconds(step.prefill_tokens, step.decode_seqs, step.context_tokens)
 

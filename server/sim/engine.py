@@ -66,8 +66,12 @@ class Engine:
         """A :class:`server.sim.tracing.SimTracer` (``--otlp-traces-endpoint``), else None."""
 
     # ---- requests ---------------------------------------------------------------------------
-    def submit(self, req: SimRequest) -> None:
-        req.arrival = self.clock.now()
+    def now(self) -> float:
+        return self.clock.now()
+
+    def submit(self, req: SimRequest, arrival: float | None = None) -> None:
+        """Queue ``req``; ``arrival``: when it reached the server (default now; earlier when its KV was awaited)."""
+        req.arrival = self.clock.now() if arrival is None else arrival
         self.metrics.request_max_tokens.observe(req.max_tokens)
         self.sched.add(req)
         self._wake.set()

@@ -111,11 +111,13 @@ class SimCollector:
     """Yields vLLM's metric families from the engine's live state (a prometheus_client custom collector)."""
 
     def __init__(self, metrics: EngineMetrics, gauges: Callable[[], dict], model_name: str,
-                 cache_info: dict[str, str], legacy: bool = False):
+                 cache_info: dict[str, str], legacy: bool = False, engine: str = "0", kv=None):
+        self.kv = kv
+        """A :class:`server.sim.pd.KvTransfer` (the decode instance of a prefill/decode pair), else None."""
         self.m = metrics
         self.gauges = gauges
         self.labels = ["model_name", "engine"]
-        self.values = [model_name, "0"]
+        self.values = [model_name, engine]
         self.cache_info = cache_info
         self.legacy = legacy
 
@@ -133,7 +135,17 @@ class SimCollector:
         m, live = self.m, self.gauges()
         yield self._gauge("vllm:num_requests_running", "Number of requests in model execution batches.",
                           live["running"])
-        yield self._gauge("vllm:num_requests_waiting", "Number of requests waiting to be processed.", live["waiting"])
+        deferred = self.kv.deferred if self.kv is not None else 0
+        yield self._gauge("vllm:num_requests_waiting", "Number of requests waiting to be processed.",
+                          live["waiting"] + deferred)
+        by_reason = GaugeMetricFamily("vllm:num_requests_waiting_by_reason", "Number of waiting requests by reason. "
+                                      "Reason labels: 'capacity' = waiting for scheduling capacity; 'deferred' = "
+                                      "deferred by transient constraints (LoRA budget, KV transfer, blocked status). "
+                                      "Sum of all reasons equals vllm:num_requests_waiting.",
+                                      labels=[*self.labels, "reason"])
+        by_reason.add_metric([*self.values, "capacity"], live["waiting"])
+        by_reason.add_metric([*self.values, "deferred"], deferred)
+        yield by_reason
         yield self._gauge("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", live["kv_usage"])
         if self.legacy:
             yield self._gauge("vllm:gpu_cache_usage_perc", "GPU KV-cache usage. 1 means 100 percent usage.",
@@ -158,6 +170,13 @@ class SimCollector:
         if self.legacy:
             yield self._hist("vllm:time_per_output_token_seconds",
                              "Histogram of time per output token in seconds.", m.itl)
+        if self.kv is not None:  # vLLM's NIXL connector (the decode instance pulls each request's KV)
+            yield self._hist("vllm:nixl_xfer_time_seconds", "Histogram of transfer duration for KV cache.",
+                             self.kv.xfer)
+            yield self._hist("vllm:nixl_bytes_transferred", "Histogram of bytes transferred per KV transfer.",
+                             self.kv.bytes)
+            yield self._counter("vllm:nixl_num_failed_transfers", "Number of failed NIXL KV Cache transfers.",
+                                self.kv.failed)
         info = GaugeMetricFamily("vllm:cache_config_info", "Information of the LLMEngine CacheConfig",
                                  labels=list(self.cache_info))
         info.add_metric(list(self.cache_info.values()), 1.0)

@@ -63,6 +63,8 @@ class SimRequest:
     spec_drafted: int = 0
     spec_per_step: list[tuple[int, int]] | None = None
     """(accepted, drafted) of each verify step, in order (``per_step_accepted`` / ``per_step_drafted``)."""
+    engine: int = 0
+    """The data-parallel engine it was dealt to (server/sim/fleet.py)."""
 
     @property
     def num_output(self) -> int:

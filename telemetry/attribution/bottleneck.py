@@ -3,11 +3,15 @@ whole run is saturated (then no window stands out against the median and the spi
 
 Rules, first match wins (each names its figures in ``evidence``):
 
+0. ``engine_imbalance`` — one engine (a data-parallel rank or a replica) stayed off the rest of the fleet
+   (:mod:`telemetry.attribution.imbalance`): the fleet's figures are a mean that hides it, so it comes first;
+   the verdict names it in ``engine``.
 1. ``kv_cache`` — the server's KV cache stays full: usage mean >= 0.8, or preemptions with usage max >= 0.95.
 2. ``batching_collapse`` — the batching-failure verdict (batch size fell while TTFT p99 rose).
-3. ``queueing`` / ``prefill`` / ``client`` — the part of the client TTFT that dominates (>= 50 %): from the
-   joined spans' tail composition when spans are present (``source: spans``), else from the histograms' mean
-   split (``source: histograms``); ``client`` is the network & client remainder.
+3. ``queueing`` / ``prefill`` / ``kv_transfer`` / ``client`` — the part of the client TTFT that dominates
+   (>= 50 %): from the joined spans' tail composition when spans are present (``source: spans``), else from the
+   histograms' mean split (``source: histograms``; ``kv_transfer``: a prefill/decode pair's KV transfer);
+   ``client`` is the network & client remainder (the decomposition's, which counts both servers of a pair).
 4. ``none`` — no limit reached.
 
     verdict(server=summary["server"], batching=att["batching_failure"], decomposition=att["decomposition"],
@@ -19,7 +23,7 @@ from __future__ import annotations
 KV_MEAN_FULL = 0.8
 KV_MAX_FULL = 0.95
 DOMINANT_SHARE = 0.5
-CAUSE_OF_PART = {"queue": "queueing", "prefill": "prefill", "network_client": "client"}
+CAUSE_OF_PART = {"queue": "queueing", "prefill": "prefill", "kv_transfer": "kv_transfer", "network_client": "client"}
 
 
 def _mean_shares(decomposition: dict | None) -> dict[str, float]:
@@ -34,13 +38,20 @@ def _mean_shares(decomposition: dict | None) -> dict[str, float]:
     server = mean("ttft_server_ms")
     if not client or client <= 0:
         return {}
-    parts = {"queue": mean("queue_ms"), "prefill": mean("prefill_ms")}
-    if server is not None:
+    parts = {"queue": mean("queue_ms"), "prefill": mean("prefill_ms"), "kv_transfer": mean("kv_transfer_ms")}
+    remainder = (d.get("remainder_ms") or {}).get("network_client")
+    if remainder is not None:  # the decomposition's own (a prefill/decode pair: after both servers' parts)
+        parts["network_client"] = remainder
+    elif server is not None:
         parts["network_client"] = client - server
     return {k: max(v, 0.0) / client for k, v in parts.items() if v is not None}
 
 
-def verdict(server: dict | None, batching: dict | None, decomposition: dict | None, tail: dict | None) -> dict:
+def verdict(server: dict | None, batching: dict | None, decomposition: dict | None, tail: dict | None,
+            imbalance: dict | None = None) -> dict:
+    if imbalance:
+        return {"cause": "engine_imbalance", "engine": imbalance["engine"], "evidence": imbalance["evidence"],
+                "source": "server_metrics"}
     server = server or {}
     kv = server.get("kv_cache_usage") or {}
     kv_mean, kv_max = kv.get("mean"), kv.get("max")

@@ -10,6 +10,14 @@ where "other server time" = server TTFT − queue − prefill (tokenization, sch
 first token) and "network & client" = client TTFT − server TTFT. Both remainders are stated, never
 hidden. The server's histograms count every request it served in the span, not only this client's.
 
+When the server exports vLLM's KV-transfer histogram (``vllm:nixl_xfer_time_seconds``, disaggregated
+prefill/decode), the transfer is a part of its own (``kv_transfer_ms``). With a prefill/decode pair (targets
+named ``prefill=`` and ``decode=``) the request crosses two servers: queue, prefill and server TTFT are the
+prefill side's, and the decode side's TTFT (``decode_ttft_server_ms``, from its arrival there: the KV transfer,
+then its first step) follows —
+
+    client TTFT = queue + prefill + other server + KV transfer + decode first step + network & client
+
 The client's own tokenizer layer comes before all of that: the time a user spent building the request (drawing the
 lengths, synthesizing and tokenizing the prompt, serializing the body) on the users' event loop, before t0 — so
 outside client TTFT, but in what a caller waits for. It is shown next to the parts (``prompt_build_client_ms``) and
@@ -32,6 +40,7 @@ SERVER_PARTS = {
     "prefill_ms": "prefill",
     "decode_ms": "decode",
     "decode_itl_server_ms": "itl",
+    "kv_transfer_ms": "kv_transfer",
 }
 
 
@@ -54,26 +63,38 @@ def decompose(
     itl_client: Mapping | None,
     server: Mapping[str, CumulativeHistogram],
     prompt_build: Mapping | None = None,
+    decode_ttft: CumulativeHistogram | None = None,
 ) -> dict:
     """The ``decomposition`` section: Q objects (None where unknown), the mean remainders and a sentence;
-    ``prompt_build`` is the client's request-building Q (the tokenizer layer, before t0)."""
+    ``decode_ttft``: a prefill/decode pair's decode-side TTFT histogram (None for one server); ``prompt_build``
+    is the client's request-building Q (the tokenizer layer, before t0)."""
     out: dict = {"ttft_client_ms": dict(ttft_client) if ttft_client else None}
     out["prompt_build_client_ms"] = dict(prompt_build) if _mean(prompt_build) is not None else None
     for key, hist in SERVER_PARTS.items():
         h = server.get(hist)
         out[key] = h.to_q() if h is not None and h.count > 0 else None
     out["itl_client_ms"] = dict(itl_client) if itl_client else None
+    out["decode_ttft_server_ms"] = decode_ttft.to_q() if decode_ttft is not None and decode_ttft.count > 0 else None
 
     c, s = _mean(out["ttft_client_ms"]), _mean(out["ttft_server_ms"])
     queue, prefill = _mean(out["queue_ms"]), _mean(out["prefill_ms"])
-    network = _sub(c, s)
-    other = _sub(s, queue, prefill)
+    kv, dttft = _mean(out["kv_transfer_ms"]), _mean(out["decode_ttft_server_ms"])
+    first_step = None
+    if dttft is not None:  # a pair: the decode side's TTFT is the transfer, then its first step
+        first_step = max(dttft - (kv or 0.0), 0.0)
+        network = _sub(c, s, dttft)
+        other = _sub(s, queue, prefill)
+    else:  # one server: a transfer it waited for is inside its TTFT
+        network = _sub(c, s)
+        other = _sub(s, queue, prefill, kv or 0.0)
     # A mean remainder below zero is no time spent anywhere: the server's histograms count requests the client's
     # figures do not (other clients, requests cut at the span's edges). It reads 0, and the excess is stated.
     excess = {k: -v for k, v in (("network_client", network), ("server_other", other)) if v is not None and v < 0}
     network = max(network, 0.0) if network is not None else None
     other = max(other, 0.0) if other is not None else None
     out["remainder_ms"] = {"network_client": network, "server_other": other}
+    if first_step is not None:
+        out["remainder_ms"]["decode_first_step"] = first_step
     if excess:
         out["remainder_ms"]["excess_ms"] = excess
 
@@ -82,9 +103,11 @@ def decompose(
     elif s is None:
         statement = f"client TTFT mean {_fmt(c)} ms; no server histograms to split it"
     else:
+        kv_part = f" + KV transfer {_fmt(kv)}" if kv is not None else ""
+        decode_part = f" + decode first step {_fmt(first_step)}" if first_step is not None else ""
         statement = (
             f"client TTFT mean {_fmt(c)} ms = server queue {_fmt(queue)} + prefill {_fmt(prefill)}"
-            f" + other server {_fmt(other)} + network & client {_fmt(network)} ms"
+            f" + other server {_fmt(other)}{kv_part}{decode_part} + network & client {_fmt(network)} ms"
         )
         shown = {k: v for k, v in excess.items() if round(v) >= 1}  # below the statement's 1 ms: excess_ms only
         if shown:

@@ -14,6 +14,10 @@ BATCHING_SIZE_RATIO_DEFAULT = 0.35
 """--batching-size-ratio: ... and its median batch size below 35 % of the baseline's."""
 BATCHING_WINDOWS_DEFAULT = 3
 """--batching-windows: flagged windows in a row that give the verdict; also the baseline's windows."""
+IMBALANCE_FACTOR_DEFAULT = 2.0
+"""--imbalance-factor: an engine is off the fleet when a figure is this many times the other engines' median."""
+IMBALANCE_WINDOWS_DEFAULT = 2
+"""--imbalance-windows: windows in a row the same engine must be off the fleet."""
 SPIKE_FACTOR_DEFAULT = 2.0
 """--spike-factor: a spike is a window whose p99 exceeds this many times the median window p99."""
 
@@ -37,6 +41,14 @@ def add_arguments(parser) -> None:
       default=BATCHING_WINDOWS_DEFAULT,
       help="Batching-failure rule: N flagged windows in a row give the verdict; the baseline is the first N "
            f"windows with traffic (default {BATCHING_WINDOWS_DEFAULT})")
+    a("--imbalance-factor", type=factor, metavar="K", env_var="LOCUST_IMBALANCE_FACTOR",
+      default=IMBALANCE_FACTOR_DEFAULT,
+      help="Engine-imbalance rule: an engine's waiting, queue-time p99 or mean ITL is K times the other engines' "
+           f"median, or its finished requests K times off theirs (default {IMBALANCE_FACTOR_DEFAULT:g})")
+    a("--imbalance-windows", type=positive_int, metavar="N", env_var="LOCUST_IMBALANCE_WINDOWS",
+      default=IMBALANCE_WINDOWS_DEFAULT,
+      help="Engine-imbalance rule: the same engine off the fleet in N windows in a row "
+           f"(--attribution-window each) (default {IMBALANCE_WINDOWS_DEFAULT})")
     a("--spike-factor", type=factor, metavar="K", env_var="LOCUST_SPIKE_FACTOR", default=SPIKE_FACTOR_DEFAULT,
       help="Spike report: windows whose TTFT or ITL p99 exceeds K times the median window p99 "
            f"(default {SPIKE_FACTOR_DEFAULT:g})")

@@ -30,7 +30,7 @@ def section(view: RunView, summary: dict | None = None) -> dict:
     else:  # the histograms' mean split stays the fallback
         att["tail"] = {"source": "histograms", "statement": att["decomposition"].get("statement")}
     att["bottleneck"] = verdict(summary.get("server"), att.get("batching_failure"), att.get("decomposition"),
-                                (traces or {}).get("tail", {}).get("ttft") if spans else None)
+                                (traces or {}).get("tail", {}).get("ttft") if spans else None, att.get("imbalance"))
     return att
 
 

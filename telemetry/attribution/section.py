@@ -5,7 +5,8 @@
 Keys (docs/summary.schema.json, plus extras): ``window_s``; ``spikes`` (see :mod:`~telemetry.attribution.spikes`);
 ``batching_failure`` (``verdict``, ``flagged_windows``, and ``baseline`` / ``failed_at_s`` / ``rule``);
 ``decomposition`` (whole run: Q objects, ``remainder_ms``, ``statement``, and ``stages`` — the same per
-stage); extras ``spike_factor`` and ``windows`` (one row per window, client and server side by side,
+stage); ``imbalance`` (the first streak of an engine off the fleet, :mod:`~telemetry.attribution.imbalance`, or
+null); extras ``spike_factor`` and ``windows`` (one row per window, client and server side by side,
 for the report).
 """
 
@@ -16,15 +17,20 @@ from dataclasses import asdict, dataclass
 
 from telemetry.attribution.batching import BatchingRule, detect
 from telemetry.attribution.decompose import decompose
+from telemetry.attribution.histogram import CumulativeHistogram
+from telemetry.attribution.imbalance import ImbalanceRule, first_streak
 from telemetry.attribution.options import (
     BATCHING_P99_RISE_DEFAULT,
     BATCHING_SIZE_RATIO_DEFAULT,
     BATCHING_WINDOWS_DEFAULT,
+    IMBALANCE_FACTOR_DEFAULT,
+    IMBALANCE_WINDOWS_DEFAULT,
     SPIKE_FACTOR_DEFAULT,
 )
 from telemetry.attribution.source import client_windows, server_deltas, server_samples
 from telemetry.attribution.spikes import SpikeRule, find_spikes
 from telemetry.attribution.window import Window, align
+from telemetry.measure.scraper import role_series
 from telemetry.measure.view import RunView
 from telemetry.options import ATTRIBUTION_WINDOW_DEFAULT
 
@@ -34,6 +40,7 @@ class AttributionConfig:
     window_s: float = ATTRIBUTION_WINDOW_DEFAULT
     batching: BatchingRule = BatchingRule()
     spikes: SpikeRule = SpikeRule()
+    imbalance: ImbalanceRule = ImbalanceRule()
 
     @classmethod
     def from_options(cls, options) -> AttributionConfig:
@@ -50,7 +57,10 @@ class AttributionConfig:
             baseline_windows=int(opt("batching_windows", BATCHING_WINDOWS_DEFAULT)),
         )
         spikes = SpikeRule(factor=float(opt("spike_factor", SPIKE_FACTOR_DEFAULT)), size_ratio=rule.size_ratio)
-        return cls(window_s=float(opt("attribution_window", ATTRIBUTION_WINDOW_DEFAULT)), batching=rule, spikes=spikes)
+        imbalance = ImbalanceRule(factor=float(opt("imbalance_factor", IMBALANCE_FACTOR_DEFAULT)),
+                                  consecutive=int(opt("imbalance_windows", IMBALANCE_WINDOWS_DEFAULT)))
+        return cls(window_s=float(opt("attribution_window", ATTRIBUTION_WINDOW_DEFAULT)), batching=rule, spikes=spikes,
+                   imbalance=imbalance)
 
 
 def window_rows(windows: list[Window], flagged: set[int]) -> list[dict]:
@@ -82,14 +92,31 @@ def decomposition(view: RunView, samples) -> dict:
     summary's headline figures): the server's histograms cover the same span, warm-up included."""
     spans = view.stage_spans()
     cells = list(view.merged.cells.values())
-    whole = decompose(_client_q(cells, "ttft"), _client_q(cells, "itl"),
-                      server_deltas(samples, -math.inf, math.inf), _client_q(cells, "prompt_build"))
+    prefill = server_samples(role_series(view.server_series, "prefill"))
+    decode = server_samples(role_series(view.server_series, "decode"))
+    pair = bool(prefill and decode)
+
+    def server(start: float, end: float) -> tuple[dict, CumulativeHistogram | None]:
+        """The histograms the split reads over [start, end]; with a prefill/decode pair, the first token's path
+        (queue, prefill, TTFT) from the prefill side, the KV transfer and decode from the decode side, and the
+        decode side's TTFT (its own part of the first token) apart."""
+        if not pair:
+            return server_deltas(samples, start, end), None
+        p, d = server_deltas(prefill, start, end), server_deltas(decode, start, end)
+        merged = {k: p[k] for k in ("queue", "prefill", "ttft") if k in p}
+        merged.update({k: d[k] for k in ("kv_transfer", "decode", "itl", "e2e") if k in d})
+        return merged, d.get("ttft")
+
+    srv, dttft = server(-math.inf, math.inf)
+    whole = decompose(_client_q(cells, "ttft"), _client_q(cells, "itl"), srv, _client_q(cells, "prompt_build"),
+                      dttft)
     stages = []
     for i, (st, start, end) in enumerate(spans):
         last = i == len(spans) - 1
         st_cells = view.merged.select(stage=st.name)
-        d = decompose(_client_q(st_cells, "ttft"), _client_q(st_cells, "itl"),
-                      server_deltas(samples, start, math.inf if last else end), _client_q(st_cells, "prompt_build"))
+        srv, dttft = server(start, math.inf if last else end)
+        d = decompose(_client_q(st_cells, "ttft"), _client_q(st_cells, "itl"), srv,
+                      _client_q(st_cells, "prompt_build"), dttft)
         stages.append({"name": st.name, "warmup": bool(getattr(st, "warmup", False)), "start_s": start, "end_s": end,
                        **d})
     whole["stages"] = stages
@@ -108,5 +135,6 @@ def build(view: RunView, config: AttributionConfig) -> dict:
         "spikes": spikes,
         "batching_failure": batching,
         "decomposition": decomposition(view, samples),
+        "imbalance": first_streak(view.server_series, config.window_s, config.imbalance),
         "windows": window_rows(windows, set(batching["flagged_windows"])),
     }

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from telemetry.attribution.histogram import CumulativeHistogram
 
 # Server histograms the attribution reads, by short name (see telemetry's scraper for the vLLM names).
-SERVER_HISTOGRAMS = ("queue", "prefill", "decode", "ttft", "itl", "e2e")
+SERVER_HISTOGRAMS = ("queue", "prefill", "decode", "ttft", "itl", "e2e", "kv_transfer")
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,6 +9,11 @@ output tokens/s delivered during the stage's span (``RunView.delivered_tokens``,
 
     judge = StageJudge(hub.view, merger.reported_until)
     judge("probe 3 users=8", until_wall=time.time())   # {"complete": True, "passed": False, "checks": [...], ...}
+    judge("probe 3 users=8", None, windows=3)          # ... and "windows": the hold so far in 3 equal windows
+
+The ``windows`` are the stage's trailing windows the over-saturation rule reads (``shapes.saturation.over_saturated``):
+its span so far, up to where every process has reported, cut in equal parts (each at least a recorder slot wide),
+each with its requests, output tokens/s (the tokens of requests ending in it) and TTFT p50.
 """
 
 from __future__ import annotations
@@ -23,14 +28,22 @@ ERROR_RATE_DEFAULT = 0.01
 """The error-rate objective of a probe when ``--slo-error-rate`` is not given: at most 1 % of requests fail."""
 
 
+NO_ENERGY = "no GPU energy reading: nothing installed to read one"
+
+
 class StageJudge:
-    """``judge(stage, until_wall)`` -> the stage's SLO verdict and figures from the data merged so far."""
+    """``judge(stage, until_wall)`` -> the stage's SLO verdict and figures from the data merged so far.
+
+    ``energy``: (start wall, end wall) -> (joules the server's GPUs consumed, how it was read or why not); the
+    telemetry wiring sets it to the run record's GPU watch (``--gpu-metrics-url``). A final verdict (``until_wall``
+    given) carries the stage's ``energy_j`` and ``energy_note``."""
 
     def __init__(self, view: Callable[[], RunView], reported_until: Callable[[], float | None]) -> None:
         self._view = view
         self._reported_until = reported_until
+        self.energy: Callable[[float, float], tuple[float | None, str]] = lambda _a, _b: (None, NO_ENERGY)
 
-    def __call__(self, stage: str, until_wall: float | None) -> dict:
+    def __call__(self, stage: str, until_wall: float | None, windows: int = 0) -> dict:
         view = self._view()
         reported = self._reported_until()
         complete = until_wall is None or (reported is not None and reported >= until_wall - view.t0_wall)
@@ -45,6 +58,8 @@ class StageJudge:
         sketches = {k: Recorder.merged_sketch(cells, k) for k in cells[0].sketches} if cells else {}
         checks = slos.evaluate(sketches, (total - ok) / total if total else 0.0) if cells else []
         e2e = sketches["e2e"].quantile(0.99) if "e2e" in sketches else None
+        joules, energy_note = (self.energy(view.t0_wall + span[0], view.t0_wall + span[1])
+                               if span and span_s > 0 and until_wall is not None else (None, "not read while held"))
         ttft = sketches["ttft"].quantile(0.99) if "ttft" in sketches else None
         return {
             "complete": complete,
@@ -57,4 +72,24 @@ class StageJudge:
             "span_s": span_s,
             "e2e_p99_s": e2e,
             "ttft_p99_ms": None if ttft is None else ttft * 1000.0,
+            "windows": _windows(view, span, reported, windows) if windows and span else [],
+            "energy_j": joules,
+            "energy_note": energy_note,
         }
+
+
+def _windows(view: RunView, span: tuple[float, float], reported: float | None, n: int) -> list[dict]:
+    """The stage's span up to ``reported`` (seconds since the run start every process has reported to) in ``n``
+    equal windows; [] while that is shorter than ``n`` recorder slots."""
+    start = span[0]
+    end = min(span[1], reported if reported is not None else start)
+    if end - start < n * view.slot_s:
+        return []
+    width = (end - start) / n
+    out = []
+    for w in view.windows(width, origin_s=start)[:n]:
+        p50 = w.sketches["ttft"].quantile(0.5) if w.requests else None
+        out.append({"start_s": w.start_s, "end_s": w.end_s, "requests": w.requests,
+                    "output_per_s": w.output_tokens / (w.end_s - w.start_s),
+                    "ttft_p50_ms": None if p50 is None else p50 * 1000.0})
+    return out

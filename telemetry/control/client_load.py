@@ -7,7 +7,8 @@ master (or the local run) keeps them per process for the whole run. A process is
 loop lag p99 exceeds :data:`LAG_P99_LIMIT_MS` or its CPU exceeds :data:`CPU_LIMIT` of one core: its greenlets
 then read the streams late and every latency it measures includes that wait. The summary's ``client_load``
 section records each process; the console (at the end, and once when first seen live — the web UI's Logs tab
-shows that line) says so and suggests ``--processes`` / more workers; ``/llm/client-load`` serves the section.
+shows that line) says so with the sizing rule (:func:`processes_needed`: how many processes, ``--processes N`` or
+workers); ``/llm/client-load`` serves the section.
 
     install(environment)            # from the plugin's init listener (after telemetry's own install)
     summary["client_load"]["workers"]["local"] == {"lag_p99_ms": 0.4, "cpu": 0.31, "samples": 1180, ...}
@@ -16,6 +17,7 @@ shows that line) says so and suggests ``--processes`` / more workers; ``/llm/cli
 from __future__ import annotations
 
 import logging
+import math
 import time
 
 import gevent
@@ -23,6 +25,7 @@ import numpy as np
 from locust.runners import MasterRunner, WorkerRunner
 
 from run.context import attach
+from workload.argtypes import usable_cores
 
 log = logging.getLogger(__name__)
 
@@ -36,7 +39,27 @@ CPU_LIMIT = 0.90
 MIN_COVERED_S = 1.0
 """Probe samples covering less time than this (sleeps plus lags) judge nothing."""
 LOCAL_ID = "local"
-ADVICE = "add --processes N (one per core) or more workers so each process runs fewer streams"
+SIZING_CPU = 0.7
+"""The sizing rule's headroom (docs/sizing.md): plan each process at most this share of one core, since its loop
+lag rises before the core is full."""
+
+
+cores = usable_cores
+
+
+def processes_needed(cpu_shares: list[float]) -> int:
+    """The sizing rule: processes (workers) to carry the CPU the current ones use at :data:`SIZING_CPU` of a core
+    each, and at least one more than now (a process bound by its loop lag at low CPU needs fewer streams too)."""
+    return max(len(cpu_shares) + 1, math.ceil(sum(cpu_shares) / SIZING_CPU))
+
+
+def sizing_advice(needed: int, used: float, procs: int) -> str:
+    """The sizing rule as one line: what to run instead."""
+    here = cores()
+    where = f"--processes {needed}" if needed <= here else f"{needed} worker processes over several machines"
+    return (f"{procs} process{'es' if procs > 1 else ''} used {used:.2f} cores: run {where} (<= {SIZING_CPU:.0%} "
+            f"of a core each; this machine has {here}, --processes auto runs one per core) so each process runs fewer "
+            f"streams")
 
 
 class LoopProbe:
@@ -103,7 +126,13 @@ class ClientLoad:
         row = self.row(proc)
         if row["client_bound"] and proc not in self._warned:
             self._warned.add(proc)
-            log.warning(f"client-bound: {proc} {row['why']} — its timings include the client's own delay; {ADVICE}")
+            log.warning(f"client-bound: {proc} {row['why']} — its timings include the client's own delay; "
+                        f"sizing: {self.advice()}")
+
+    def advice(self) -> str:
+        """The sizing rule for the processes seen so far (:func:`processes_needed`)."""
+        shares = [self.row(p)["cpu"] or 0.0 for p in self.procs]
+        return sizing_advice(processes_needed(shares), sum(shares), len(shares))
 
     def row(self, proc: str) -> dict:
         p = self.procs[proc]
@@ -130,10 +159,12 @@ class ClientLoad:
     def section(self, _view=None, _summary=None) -> dict:
         workers = {proc: self.row(proc) for proc in sorted(self.procs)}
         bound = sorted(p for p, r in workers.items() if r["client_bound"])
+        shares = [r["cpu"] or 0.0 for r in workers.values()]
         return {
             "client_bound": bool(bound),
             "bound": bound,
-            "advice": ADVICE if bound else None,
+            "advice": sizing_advice(processes_needed(shares), sum(shares), len(shares)) if bound else None,
+            "processes_needed": processes_needed(shares) if bound else None,
             "limits": {"lag_p99_ms": LAG_P99_LIMIT_MS, "cpu": CPU_LIMIT},
             "workers": workers,
         }
@@ -141,7 +172,7 @@ class ClientLoad:
     def console(self, summary: dict) -> None:
         s = summary.get("client_load") or {}
         for proc in s.get("bound") or ():
-            log.warning(f"LLM timings are client-bound on {proc}: {s['workers'][proc]['why']}; {ADVICE}")
+            log.warning(f"LLM timings are client-bound on {proc}: {s['workers'][proc]['why']}; sizing: {s['advice']}")
 
 
 def install(environment) -> ClientLoad | None:

@@ -12,11 +12,15 @@ window while the run goes on, with the same rule code as the post-run verdicts.
   (``windowed`` in telemetry/metrics.py: TTFT, ITL, ...) and the error rate — the decode span is judged at the end
   of the run only. ``breached`` while the value is past its
   threshold; a span without requests judges nothing.
+- **imbalance**: :func:`telemetry.attribution.imbalance.judge` on the trailing ``--imbalance-windows`` windows of
+  the per-engine server series: ``imbalanced`` while one engine stays off the rest of the fleet (waiting, queue-time
+  p99, mean ITL, finished requests), naming the engine.
 
-Each flip is logged once; ``--llm-stop-on batching,slo`` ends the run when a named detector fires, and the summary's
-``detectors`` section says which, when and why. The state is a JSON-ready dict (the run view's ``detectors``): the
-exporter's ``llm_batching_degraded`` / ``llm_slo_breached{slo}`` / ``llm_slo_value{slo}`` / ``llm_slo_threshold{slo}``,
-the web UI's LLM tab and the summary read it.
+Each flip is logged once; ``--llm-stop-on batching,slo,imbalance`` ends the run when a named detector fires, and
+the summary's ``detectors`` section says which, when and why. The state is a JSON-ready dict (the run view's
+``detectors``): the exporter's ``llm_batching_degraded`` / ``llm_engine_imbalanced{target,engine}`` /
+``llm_slo_breached{slo}`` / ``llm_slo_value{slo}`` / ``llm_slo_threshold{slo}``, the web UI's LLM tab and the
+summary read it.
 
     det = LiveDetectors(); state = det.check(view, until_s=view.duration_s)   # state["batching"]["degraded"]
 """
@@ -26,6 +30,7 @@ from __future__ import annotations
 import logging
 
 from telemetry.attribution.batching import baseline, flagged
+from telemetry.attribution.imbalance import judge as judge_imbalance
 from telemetry.attribution.section import AttributionConfig
 from telemetry.attribution.source import client_windows, server_samples
 from telemetry.attribution.window import align
@@ -112,6 +117,7 @@ class LiveDetectors:
             "batching": self._batching(view, cfg, until_s),
             "slo_window_s": span,
             "slo": self._slo(view, span, until_s),
+            "imbalance": judge_imbalance(view.server_series, until_s, cfg.window_s, cfg.imbalance),
             "stop_on": sorted(stop_on(view.options)),
             "stopped_by": self.stopped_by,
         }
@@ -121,7 +127,7 @@ class LiveDetectors:
         """Evaluate, log each detector that flipped (once per flip), and set ``stopped_by`` when a detector
         named in ``--llm-stop-on`` fires. Returns the new state (also in ``self.state``)."""
         state = self.evaluate(view, until_s)
-        now = {"batching": state["batching"]["degraded"]}
+        now = {"batching": state["batching"]["degraded"], "imbalance": state["imbalance"]["imbalanced"]}
         for c in state["slo"]:
             now[f"slo:{c['name']}"] = c["breached"]
         for key, on in now.items():
@@ -143,6 +149,9 @@ class LiveDetectors:
 
 def _why(key: str, state: dict) -> str:
     """One line on what the detector saw."""
+    if key == "imbalance":
+        im = state["imbalance"]
+        return im["evidence"] or f"no engine off the fleet over the last {len(im['windows'])} windows"
     if key == "batching":
         b = state["batching"]
         base = b["baseline"] or {}

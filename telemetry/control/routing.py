@@ -36,7 +36,7 @@ from locust.runners import MasterRunner
 
 from telemetry.measure.recorder import Recorder
 from telemetry.measure.runstate import RunState
-from telemetry.measure.scraper import metrics_url
+from telemetry.measure.targets import metrics_url
 from telemetry.measure.view import RunView, Window
 from telemetry.metrics import CLIENT_METRICS, having
 from telemetry.outputs.summary import q_ms

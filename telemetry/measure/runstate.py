@@ -156,6 +156,7 @@ class RunState:
             scrape_metric_names=scraper.metric_names if scraper else "none",
             scrapes=scraper.successes if scraper else 0,
             scrape_failures=scraper.failures if scraper else 0,
+            server_targets=scraper.target_states() if scraper else [],
             stage_history=history,
             stage_closed_wall=closed[0] if closed is not None else None,
             current_stage=stage_board.current if stage_board is not None else None,

@@ -70,6 +70,8 @@ class RunView:
     scrape_metric_names: str = "none"
     scrapes: int = 0
     scrape_failures: int = 0
+    server_targets: list[dict] = field(default_factory=list)
+    """Per scraped target: ``target`` (its name), ``url``, ``role``, ``scrapes``, ``scrape_failures``."""
     stage_history: tuple[tuple[Stage, float], ...] = ()
     """(stage, wall-clock start) in run order, from the master's stage board."""
     stage_closed_wall: float | None = None

@@ -44,6 +44,10 @@ SERVER_GAUGES = {
     "requests_running": ("llm_server_requests_running", "Requests running on the server (relayed)"),
     "requests_waiting": ("llm_server_requests_waiting", "Requests waiting on the server (relayed)"),
 }
+ENGINE_GAUGES = {field: (name.replace("llm_server_", "llm_engine_"), doc.replace("on the server", "on the engine")
+                 .replace("Server KV-cache", "The engine's KV-cache")) for field, (name, doc) in SERVER_GAUGES.items()}
+"""Each engine's gauges (labels ``target``, ``engine``), relayed from its own series in the latest scrape."""
+ENGINE_LABELS = ["target", "engine"]
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 
@@ -145,8 +149,23 @@ class LLMCollector(Collector):
                 g = GaugeMetricFamily(name, doc)
                 g.add_metric([], float(latest[field]))
                 yield g
+        yield from self._engines(latest)
         yield from self._versions(view)
-        yield from self._detectors(view.detectors)
+        yield from self._detectors(view.detectors, latest)
+
+    @staticmethod
+    def _engine_labels(key: str, engine: dict) -> list[str]:
+        return [str(engine.get("target") or ""), str(engine.get("engine", key))]
+
+    def _engines(self, latest: dict | None):
+        """Every engine of every target (the scraper's per-engine samples)."""
+        engines = (latest or {}).get("engines") or {}
+        for field, (name, doc) in ENGINE_GAUGES.items():
+            g = GaugeMetricFamily(name, doc, labels=ENGINE_LABELS)
+            for key, e in engines.items():
+                if e.get(field) is not None:
+                    g.add_metric(self._engine_labels(key, e), float(e[field]))
+            yield g
 
     @staticmethod
     def _versions(view: RunView):
@@ -168,11 +187,16 @@ class LLMCollector(Collector):
             c.add_metric([str(fb["from"]), str(fb["to"])], 1.0 if fb.get("fired") else 0.0)
             yield c
 
-    @staticmethod
-    def _detectors(state: dict | None):
+    def _detectors(self, state: dict | None, latest: dict | None):
         """The live detectors (telemetry/control/detectors.py): deploy/prometheus/rules/alerts.yml reads these names."""
         if state is None:
             return
+        im = state.get("imbalance") or {}
+        g = GaugeMetricFamily("llm_engine_imbalanced", "1 for the engine that stays off the rest of the fleet over "
+                              "the trailing --imbalance-windows windows, 0 for the others", labels=ENGINE_LABELS)
+        for key, e in ((latest or {}).get("engines") or {}).items():
+            g.add_metric(self._engine_labels(key, e), 1.0 if im.get("imbalanced") and im.get("engine") == key else 0.0)
+        yield g
         b = GaugeMetricFamily("llm_batching_degraded",
                               "1 while the batching-collapse rule flags each of the trailing windows, else 0")
         b.add_metric([], 1.0 if state["batching"]["degraded"] else 0.0)

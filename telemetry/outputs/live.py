@@ -3,8 +3,9 @@
 Per stage in run order ``{"stage", "requests", "output_tok_s", "server_kv_usage", "client_kv_block_fill"}`` (the
 stage's mean scraped server KV usage and client KV block fill, 0..1) plus ``<key>_p50_ms`` / ``<key>_p99_ms`` of each
 metric of :data:`LIVE` (``ttft_p50_ms``, ``ttst_p99_ms``...; merged across workers, quantiles from merged
-sketches), and
-for the run ``elapsed_s``, ``workers``, ``server_kv_usage`` (the latest scrape), ``client_kv_block_fill`` and
+sketches), and for the run ``elapsed_s``, ``reasoned`` (whether any request reasoned,
+:func:`telemetry.metrics.reasoned`: the tab says "no reasoning" for the reasoning-only metrics otherwise),
+``workers``, ``server_kv_usage`` (the latest scrape), ``client_kv_block_fill`` and
 ``detectors`` (the live detectors' state, telemetry/control/detectors.py; None before their first check); with
 ``--route-table`` ``versions`` (each version's backend at its latest scrape: KV usage, running, waiting, scrape
 failures) and ``route_fallback`` (the rule and whether it switched, telemetry/control/routing.py; None without one).
@@ -18,6 +19,7 @@ import math
 
 from telemetry.measure.recorder import Recorder
 from telemetry.measure.view import RunView
+from telemetry.metrics import reasoned
 
 LIVE: tuple[str, ...] = ("ttft", "itl", "tpot", "ttst", "ttfa")
 """The per-stage client metrics (registry keys) shown live, in order: here, in the web UI's LLM tab."""
@@ -41,13 +43,18 @@ def live(view: RunView) -> dict:
         row["client_kv_block_fill"] = view.client_kv_fill_of(st.name)
         stages.append(row)
     latest = view.server_latest
+    every = view.merged.select()
     return {
         "elapsed_s": view.duration_s,
+        "reasoned": reasoned(sum(c.reasoning_tokens for c in every), Recorder.merged_sketch(every, "thinking").count),
         "workers": view.worker_count,
         "stages": stages,
         "server_kv_usage": latest.get("kv_cache_usage") if latest else None,
         "client_kv_block_fill": view.client_kv_fill,
         "detectors": view.detectors,
+        "engines": {k: {f: e.get(f) for f in ("target", "engine", "kv_cache_usage", "requests_running",
+                                               "requests_waiting")}
+                    for k, e in ((latest or {}).get("engines") or {}).items()},
         "versions": {v: _backend(x) for v, x in view.version_servers.items()},
         "route_fallback": {k: (view.route_fallback or {}).get(k) for k in ("rule", "from", "to", "fired",
                            "switched_at_s", "switch_after_breach_s", "error")} if view.route_fallback else None,

@@ -22,6 +22,7 @@ import re
 import socket
 import subprocess
 import sys
+import time
 import urllib.request
 from datetime import UTC, datetime
 from importlib import metadata
@@ -31,7 +32,7 @@ import gevent
 from locust.runners import MasterRunner
 from prometheus_client.parser import text_string_to_metric_families
 
-from telemetry.measure.scraper import metrics_url
+from telemetry.measure.targets import metrics_url
 from telemetry.measure.view import RunView
 from users.options import RESOLVED_SALT, prompt_source, sampling_fields
 from users.settings import api_key_of
@@ -106,14 +107,18 @@ def _typed(value: str) -> object:
 
 
 def parse_cache_config(text: str) -> dict | None:
-    """The labels of ``vllm:cache_config_info`` in a /metrics page, typed; None when the page has none."""
+    """The labels of ``vllm:cache_config_info`` in a /metrics page, typed (the first engine's); with several engines
+    (``--data-parallel-size``: one sample each, each its own pool) also ``engines`` and ``num_gpu_blocks_total``, the
+    server's whole pool. None when the page has none."""
     for fam in text_string_to_metric_families(text):
-        if fam.name in ("vllm:cache_config_info", "vllm:cache_config"):
-            for sample in fam.samples:
-                labels = dict(sample.labels)
-                out = {k: _typed(labels[k]) if k in labels else None for k in CACHE_LABELS}
-                out["other"] = {k: v for k, v in sorted(labels.items()) if k not in CACHE_LABELS}
-                return out
+        if fam.name in ("vllm:cache_config_info", "vllm:cache_config") and fam.samples:
+            labels = dict(fam.samples[0].labels)
+            out = {k: _typed(labels[k]) if k in labels else None for k in CACHE_LABELS}
+            out["other"] = {k: v for k, v in sorted(labels.items()) if k not in CACHE_LABELS}
+            blocks = [_typed(s.labels.get("num_gpu_blocks", "")) for s in fam.samples]
+            out["engines"] = len(fam.samples)
+            out["num_gpu_blocks_total"] = sum(blocks) if all(isinstance(b, int) for b in blocks) else None
+            return out
     return None
 
 
@@ -173,18 +178,22 @@ def fetch_block_size(metrics: str | None, headers: dict[str, str] | None = None)
 GPU_USED = ("gpu_memory_used_bytes", "DCGM_FI_DEV_FB_USED")
 GPU_TOTAL = ("gpu_memory_total_bytes",)
 GPU_FREE = ("DCGM_FI_DEV_FB_FREE",)
+GPU_ENERGY = {"gpu_energy_joules": 1.0, "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION": 1e-3}
+"""Each GPU's energy counter (its name without the ``_total`` a counter's sample may carry) -> joules per unit:
+server/gpu_exporter.py's ``gpu_energy_joules_total`` (J), DCGM's (mJ since boot)."""
 MIB = 1024 * 1024
 
 
 def parse_gpu_metrics(text: str) -> dict[str, dict]:
-    """Per GPU (label ``gpu``): name, memory used and total in bytes, from server/gpu_exporter.py's metrics or
-    NVIDIA DCGM exporter's (``DCGM_FI_DEV_FB_USED``/``_FREE`` in MiB, ``modelName``)."""
+    """Per GPU (label ``gpu``): name, memory used and total in bytes, energy consumed in joules (a counter; None when
+    the exporter has none), from server/gpu_exporter.py's metrics or NVIDIA DCGM exporter's
+    (``DCGM_FI_DEV_FB_USED``/``_FREE`` in MiB, ``DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION`` in mJ, ``modelName``)."""
     gpus: dict[str, dict] = {}
     for fam in text_string_to_metric_families(text):
         for sample in fam.samples:
             labels = sample.labels
             gid = str(labels.get("gpu", labels.get("GPU_I_ID", "0")))
-            g = gpus.setdefault(gid, {"name": None, "used": None, "total": None, "free": None})
+            g = gpus.setdefault(gid, {"name": None, "used": None, "total": None, "free": None, "energy_j": None})
             g["name"] = g["name"] or labels.get("name") or labels.get("modelName")
             dcgm = sample.name.startswith("DCGM_")
             value = sample.value * (MIB if dcgm else 1)
@@ -194,6 +203,8 @@ def parse_gpu_metrics(text: str) -> dict[str, dict]:
                 g["total"] = value
             elif sample.name in GPU_FREE:
                 g["free"] = value
+            elif (counter := sample.name.removesuffix("_total")) in GPU_ENERGY:
+                g["energy_j"] = sample.value * GPU_ENERGY[counter]
     for g in gpus.values():
         if g["total"] is None and g["used"] is not None and g["free"] is not None:
             g["total"] = g["used"] + g["free"]
@@ -202,11 +213,14 @@ def parse_gpu_metrics(text: str) -> dict[str, dict]:
 
 class GpuWatch:
     """``--gpu-metrics-url``: the GPUs' names and memory totals, and the peak memory used during the run (the
-    article's "VRAM residency"), polled every ``interval_s``; ``record()`` is the summary's ``server_env.gpu``."""
+    article's "VRAM residency"), polled every ``interval_s``; ``record()`` is the summary's ``server_env.gpu``.
+    Where every GPU has an energy counter, ``energy`` keeps (wall time, joules summed over the GPUs) per scrape:
+    ``energy_between(a, b)`` is what the GPUs consumed between two wall-clock times."""
 
     def __init__(self, url: str, interval_s: float) -> None:
         self.url, self.interval_s = url, interval_s
         self.gpus: dict[str, dict] = {}
+        self.energy: list[tuple[float, float]] = []
         self.scrapes = 0
         self.errors = 0
         self.last_error: str | None = None
@@ -234,11 +248,39 @@ class GpuWatch:
             self.last_error = f"{type(e).__name__}: {e}"
             return
         self.scrapes += 1
+        if now and all(g["energy_j"] is not None for g in now.values()):
+            self.energy.append((time.time(), sum(g["energy_j"] for g in now.values())))
         for gid, g in now.items():
             seen = self.gpus.setdefault(gid, {"gpu": gid, "name": g["name"], "memory_total_bytes": g["total"],
                                               "memory_used_start_bytes": g["used"], "memory_used_peak_bytes": 0.0})
             seen["memory_used_peak_bytes"] = max(seen["memory_used_peak_bytes"], g["used"])
             seen["memory_total_bytes"] = g["total"] if g["total"] is not None else seen["memory_total_bytes"]
+
+    def energy_between(self, start_wall: float, end_wall: float) -> tuple[float | None, str]:
+        """(joules the GPUs consumed from ``start_wall`` to ``end_wall``, how it was read), each end interpolated
+        between the scrapes around it (one more scrape is taken when none is past the end yet); (None, why not)
+        when the counters do not cover the span."""
+        if not self.energy or self.energy[-1][0] < end_wall:
+            self.scrape_once()
+        samples = self.energy
+        if not samples:
+            return None, (f"{self.url} has no energy counter for every GPU (gpu_energy_joules_total, "
+                          f"DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION)" if self.scrapes else
+                          f"no reading from {self.url} ({self.last_error})")
+        if samples[0][0] > start_wall or samples[-1][0] < end_wall:
+            return None, "the GPU energy readings do not cover the probe (it began before the first or ended after " \
+                         "the last)"
+
+        def at(t: float) -> float:
+            for (t0, e0), (t1, e1) in zip(samples, samples[1:], strict=False):
+                if t0 <= t <= t1:
+                    return e0 + (e1 - e0) * ((t - t0) / (t1 - t0) if t1 > t0 else 0.0)
+            return samples[-1][1]
+
+        joules = at(end_wall) - at(start_wall)
+        if joules < 0:
+            return None, "a GPU energy counter went backwards (the exporter or the driver restarted)"
+        return joules, f"GPU energy counters at {self.url}, {len(samples)} scrapes"
 
     def record(self) -> dict:
         def whole(v: float | None) -> int | None:
@@ -300,6 +342,13 @@ class RunRecorder:
     def _read(self, host: str, murl: str | None, headers: dict[str, str]) -> None:
         # urllib blocks this greenlet only (gevent-patched sockets under Locust)
         self.server_env = read_server_env(host, murl, headers)
+
+    def energy_between(self, start_wall: float, end_wall: float) -> tuple[float | None, str]:
+        """Joules the server's GPUs consumed between two wall-clock times (:meth:`GpuWatch.energy_between`); None
+        with the reason when there is no reading (no ``--gpu-metrics-url``, no energy counter)."""
+        if self.gpu is None:
+            return None, "no GPU energy reading: --gpu-metrics-url is not set"
+        return self.gpu.energy_between(start_wall, end_wall)
 
     def server_env_now(self) -> dict | None:
         if self._g is not None:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import orjson
 
-from telemetry.metrics import BY_KEY, having
+from telemetry.metrics import BY_KEY, having, keys, reasoned_in, shown
 from telemetry.slo import verdict_line
 
 STAGE_TABLE: dict[str, int] = {"ttft": 17, "itl": 15, "tpot": 15}
@@ -22,9 +22,6 @@ STAGE_TABLE: dict[str, int] = {"ttft": 17, "itl": 15, "tpot": 15}
 STAGES_CSV: dict[str, tuple[str, ...]] = {"ttft": ("p50", "p99"), "itl": ("p50", "p99"), "tpot": ("p50",),
                                           "e2e": ("p99",), "ttst": ("p50", "p99"), "ttfa": ("p50", "p99")}
 """Per-stage metrics given as ``<key>_<q>_ms`` columns of the stages CSV (registry key -> quantiles), in order."""
-REASONING_ONLY = ("ttfa", "thinking", "answer_span")
-"""Metrics that say something only when a request reasoned (without reasoning TTFA equals TTFT, there is no
-thinking span and the answer span is the decode span): the console table leaves their rows out then."""
 
 Q_COLUMNS = ("count", "mean", "p50", "p90", "p95", "p99", "max")
 
@@ -33,16 +30,31 @@ def _f(v, fmt: str = "{:.1f}") -> str:
     return "-" if v is None else fmt.format(v)
 
 
+def engine_lines(server: dict) -> list[str]:
+    """One line per engine when the server is a fleet (several targets or data-parallel engines)."""
+    engines = server.get("engines") or []
+    if len(engines) < 2:
+        return []
+    named = len({e.get("target") for e in engines}) > 1
+    out = [f"  {len(engines)} engines, KV blocks {server.get('kv_blocks_total') or '?'}:"]
+    for e in engines:
+        kv, q = e["kv_cache_usage"], e["queue_time_ms"]
+        who = (f"{e['target']}/" if named else "") + f"engine {e['engine']}"
+        who += f" ({e['role']})" if e.get("role") else ""
+        out.append(f"  {who}: finished {e['requests_finished']}, KV mean {_f(kv['mean'], '{:.1%}')} max "
+                   f"{_f(kv['max'], '{:.1%}')}, waiting max {e['requests_waiting_max']}, queue p50/p99 "
+                   f"{_f(q['p50'])}/{_f(q['p99'])} ms, preemptions {e['preemptions']}")
+    return out
+
+
 def console_table(s: dict) -> str:
     """The token-level summary people read at the end of a headless run."""
     lines = [
         f"LLM summary: {s['duration_s']:.1f} s, {s['workers']} worker(s), model {s['model'] or '?'} at {s['host']}",
         f"{'metric (ms)':<14}{'count':>9}{'p50':>10}{'p90':>10}{'p99':>10}{'mean':>10}{'max':>10}",
     ]
-    reasoned = bool(s["tokens"].get("reasoning")) or bool((s.get("thinking_ms") or {}).get("count"))
-    for m in having("top"):
-        if m.key in REASONING_ONLY and not reasoned:
-            continue
+    for key in shown(keys("top"), reasoned_in(s)):
+        m = BY_KEY[key]
         q = s[m.summary_key]
         lines.append(
             f"{m.label:<14}{q['count']:>9}" + "".join(f"{_f(q[c]):>10}" for c in ("p50", "p90", "p99", "mean", "max"))
@@ -61,6 +73,7 @@ def console_table(s: dict) -> str:
             f" max {_f(kv['max'], '{:.1%}')}, waiting max {server['requests_waiting_max']},"
             f" preemptions {server['preemptions']}"
         )
+        lines.extend(engine_lines(server))
     pc = s.get("prefix_cache") or {}
     if pc.get("hit_rate") is not None:
         share = pc.get("workload_share")

@@ -26,7 +26,7 @@ import math
 
 from telemetry.measure.recorder import Recorder
 from telemetry.measure.view import RunView
-from telemetry.outputs.summary import counter_delta
+from telemetry.outputs.fleet import counter_delta
 from users.options import SYNTHETIC_SOURCES, prompt_source, sampling_fields
 
 FIELDS = ("drafts", "draft_tokens", "accepted")

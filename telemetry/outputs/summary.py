@@ -17,6 +17,7 @@ from telemetry.measure.recorder import FINE_METRICS, Cell, Recorder, TurnStats
 from telemetry.measure.sketch import LogSketch
 from telemetry.measure.view import RunView
 from telemetry.metrics import having
+from telemetry.outputs.fleet import counter_delta, engine_entries, fleet_totals
 from telemetry.outputs.prefix_cache import section as prefix_cache_section
 from telemetry.outputs.prefix_cache import workload_share
 
@@ -58,19 +59,6 @@ def _var(total: float, sq_total: float, n: int) -> float | None:
         return None
     m = total / n
     return max(0.0, sq_total / n - m * m)
-
-
-def counter_delta(series: list[dict], field: str, start_s: float, end_s: float) -> float | None:
-    """Counter increase over [start_s, end_s] from the samples around it (resets count from zero)."""
-    before = [s[field] for s in series if s["t"] <= start_s and s.get(field) is not None]
-    inside = [s[field] for s in series if start_s < s["t"] <= end_s and s.get(field) is not None]
-    points = ([before[-1]] if before else []) + inside
-    if len(points) < 2:
-        return 0.0 if points else None
-    total = 0.0
-    for a, b in zip(points, points[1:], strict=False):
-        total += b - a if b >= a else b
-    return total
 
 
 def _stage_entry(view: RunView, stage, start_s: float, end_s: float) -> dict:
@@ -125,6 +113,8 @@ def _turns(view: RunView, warmup: set[str]) -> list[dict]:
 
 
 def _server_section(view: RunView) -> dict:
+    """The whole server (the fleet: its targets' engines added up, KV usage their mean), then each target and
+    engine (telemetry/outputs/fleet.py)."""
     series = view.server_series
     kv = [s["kv_cache_usage"] for s in series if s.get("kv_cache_usage") is not None]
     waiting = [s["requests_waiting"] for s in series if s.get("requests_waiting") is not None]
@@ -136,7 +126,7 @@ def _server_section(view: RunView) -> dict:
         return int(d) if d is not None else None
 
     queries, hits = delta("prefix_cache_queries_total"), delta("prefix_cache_hits_total")
-
+    engines = engine_entries(series)
     return {
         "kv_cache_usage": {"mean": _mean(kv), "max": max(kv) if kv else None},
         "requests_waiting_max": int(max(waiting)) if waiting else None,
@@ -148,6 +138,9 @@ def _server_section(view: RunView) -> dict:
         "prompt_tokens": delta("prompt_tokens_total"),
         "generation_tokens": delta("generation_tokens_total"),
         "prefix_cache_hit_rate": hits / queries if queries and hits is not None else None,
+        **fleet_totals(engines),
+        "targets": list(view.server_targets),
+        "engines": engines,
     }
 
 
@@ -186,7 +179,17 @@ def timeseries(view: RunView, window_s: float | None = None) -> dict:
             "output_per_s": w.output_tokens / span if span > 0 else None,
             **{f"{m}_ms": q_ms(s) for m, s in w.sketches.items()},
         })
-    return {"window_s": window_s, "client": windows, "server": view.server_series}
+    return {"window_s": window_s, "client": windows, "server": [_lean(d) for d in view.server_series]}
+
+
+def _lean(sample: dict) -> dict:
+    """A scrape as the timeseries keeps it: each engine's gauges and counters (its histograms and cache config are
+    read into ``server.engines``, not repeated in every sample)."""
+    engines = sample.get("engines")
+    if not engines:
+        return sample
+    return {**sample, "engines": {k: {f: v for f, v in e.items() if f not in ("hist", "cache_config")}
+                                  for k, e in engines.items()}}
 
 
 def build_summary(view: RunView, hooks: SummaryHooks | None = None) -> dict:

@@ -30,6 +30,8 @@ CLIENT_METRICS = {
     "llm_server_time_to_first_token_seconds", "llm_spec_acceptance_ratio", "llm_server_spec_decode_drafts_total",
     "llm_server_spec_decode_draft_tokens_total", "llm_server_spec_decode_accepted_tokens_total",
     "llm_server_spec_decode_accepted_tokens_per_pos_total",
+    "llm_engine_imbalanced", "llm_engine_kv_cache_usage_ratio", "llm_engine_requests_running",
+    "llm_engine_requests_waiting",
 }
 VLLM_METRICS = {
     "vllm:kv_cache_usage_perc", "vllm:num_requests_running", "vllm:num_requests_waiting",
@@ -42,7 +44,8 @@ VLLM_LEGACY = {"vllm:gpu_cache_usage_perc", "vllm:time_per_output_token_seconds"
 # vLLM V1 names beyond the founding list (served by vLLM 0.11 and by server.sim alike)
 VLLM_EXTRA = {"vllm:request_time_per_output_token_seconds", "vllm:generation_tokens_total",
               "vllm:spec_decode_num_drafts_total", "vllm:spec_decode_num_draft_tokens_total",
-              "vllm:spec_decode_num_accepted_tokens_total", "vllm:spec_decode_num_accepted_tokens_per_pos_total"}
+              "vllm:spec_decode_num_accepted_tokens_total", "vllm:spec_decode_num_accepted_tokens_per_pos_total",
+              "vllm:request_success_total"}
 GPU_METRICS = {"gpu_memory_used_bytes", "gpu_memory_total_bytes", "gpu_utilization_ratio"}
 KNOWN = CLIENT_METRICS | VLLM_METRICS | VLLM_EXTRA | VLLM_LEGACY | GPU_METRICS
 

@@ -20,6 +20,7 @@ import time
 
 import pytest
 
+from telemetry.options import STOP_ON_CHOICES
 from tests.deploy.promql import concrete, dashboard_queries, query
 from tests.requires import require_tool
 from tests.support import LOCUST, Proc, free_port, prometheus_config, start_sim, wait_http
@@ -134,6 +135,7 @@ def test_stop_on_names_are_checked():
     proc = subprocess.run([LOCUST, "-f", "locustfile.py", "--headless", "--llm-stop-on", "batching,slow", "-t", "1s"],
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode != 0
-    assert ("expected a comma list of batching, slo, saturation such as batching,slo,saturation, got 'batching,slow'"
+    names = STOP_ON_CHOICES
+    assert (f"expected a comma list of {', '.join(names)} such as {','.join(names)}, got 'batching,slow'"
             in proc.stderr)
 

@@ -101,6 +101,9 @@ def prometheus_config(ports: Ports) -> str:
     cfg = yaml.safe_load((ROOT / "deploy" / "prometheus.yml").read_text())
     local = {"llm-server:8000": ports.sim, "locust-master:9646": ports.exporter, "gpu-exporter:9400": ports.gpu}
     for job in cfg["scrape_configs"]:
+        # a DNS-discovered job (every replica of a compose service) is its one native address here
+        for sd in job.pop("dns_sd_configs", []):
+            job.setdefault("static_configs", []).append({"targets": [f"{n}:{sd['port']}" for n in sd["names"]]})
         for sc in job["static_configs"]:
             assert all(t in local for t in sc["targets"]), f"unknown target in {sc}"
             sc["targets"] = [f"127.0.0.1:{local[t]}" for t in sc["targets"]]

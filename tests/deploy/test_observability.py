@@ -33,7 +33,8 @@ def _tool(name: str) -> str:
 def _targets() -> dict[str, list[str]]:
     cfg = yaml.safe_load(PROM_FILE.read_text())
     jobs = cfg["scrape_configs"]
-    return {job["job_name"]: [t for sc in job["static_configs"] for t in sc["targets"]] for job in jobs}
+    return {job["job_name"]: [t for sc in job.get("static_configs", []) for t in sc["targets"]]
+            + [f"{n}:{sd['port']}" for sd in job.get("dns_sd_configs", []) for n in sd["names"]] for job in jobs}
 
 
 # ---- Prometheus ---------------------------------------------------------------------------------------
@@ -50,6 +51,12 @@ def test_promtool_rejects_a_broken_config(tmp_path):
     bad.write_text(PROM_FILE.read_text().replace("scrape_interval: 5s", "scrape_interval: soon", 1))
     proc = subprocess.run([_tool("promtool"), "check", "config", str(bad)], capture_output=True, text=True)
     assert proc.returncode != 0
+
+
+def test_every_server_replica_is_discovered_not_one_address():
+    (job,) = [j for j in yaml.safe_load(PROM_FILE.read_text())["scrape_configs"] if j["job_name"] == "llm-server"]
+    assert "static_configs" not in job  # one static address would be one replica, whichever answered
+    assert job["dns_sd_configs"] == [{"names": ["llm-server"], "type": "A", "port": 8000, "refresh_interval": "10s"}]
 
 
 @pytest.mark.slow

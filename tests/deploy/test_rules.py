@@ -22,7 +22,8 @@ RULE_FILES = sorted((PROM_DIR / "rules").glob("*.yml"))
 TEST_FILES = sorted((PROM_DIR / "tests").glob("*.yml"))
 # The exporter's live detector gauges (telemetry/control/detectors.py, in promql.CLIENT_METRICS): the SLO-breach and
 # batching-collapse alerts read them.
-DETECTOR_GAUGES = {"llm_slo_breached", "llm_slo_value", "llm_slo_threshold", "llm_batching_degraded"}
+DETECTOR_GAUGES = {"llm_slo_breached", "llm_slo_value", "llm_slo_threshold", "llm_batching_degraded",
+                   "llm_engine_imbalanced"}
 PROMETHEUS_SERIES = {"up"}  # written by Prometheus itself for every target
 
 
@@ -131,6 +132,7 @@ MUTATIONS = [
     ("alerts.yml", "vllm:num_requests_waiting > 0", "vllm:num_requests_waiting >= 0"),  # waiting no longer needed
     ("alerts.yml", "for: 1m", "for: 0s"),  # the SLO alert fires on a blip
     ("alerts.yml", "unless on () vllm:num_preemptions_total", ""),  # one storm, two alerts
+    ("alerts.yml", "llm_engine_imbalanced == 1", "max without (engine) (llm_engine_imbalanced) == 1"),  # unnamed
     ("alerts.yml", "increase(llm_requests_total[5m])) > 0", "increase(llm_requests_total[5m])) >= 0"),
     ("alerts.yml", 'up{job="locust"} == 0', 'up == 0'),  # any job's target down
     ("alerts.yml", '{outcome="error"}', ""),  # every request counted as an error
@@ -158,6 +160,7 @@ def test_alerts_carry_severity_and_text():
     assert set(_alerts()) == {
         "LLMSLOBreached",
         "LLMBatchingCollapsed",
+        "LLMEngineImbalanced",
         "LLMServerKVCacheSaturated",
         "LLMServerPreemptionStorm",
         "LLMHighErrorRate",

@@ -12,9 +12,12 @@ class FakeNvml:
 
     NVMLError = pynvml.NVMLError
 
-    def __init__(self, gpus=((80e9, 20e9, 37), (141e9, 100e9, 90)), fail_init: bool = False):
+    def __init__(self, gpus=((80e9, 20e9, 37), (141e9, 100e9, 90)), fail_init: bool = False,
+                 energy_mj: dict[int, int] | None = None):
         self.gpus = gpus
         self.fail_init = fail_init
+        self.energy_mj = energy_mj
+        """GPU index -> NVML's total energy counter in mJ; a GPU not in it has none (NOT_SUPPORTED)."""
 
     def nvmlInit(self):
         if self.fail_init:
@@ -38,3 +41,8 @@ class FakeNvml:
 
     def nvmlDeviceGetUtilizationRates(self, h):
         return SimpleNamespace(gpu=self.gpus[h][2], memory=0)
+
+    def nvmlDeviceGetTotalEnergyConsumption(self, h):
+        if not self.energy_mj or h not in self.energy_mj:
+            raise pynvml.NVMLError(pynvml.NVML_ERROR_NOT_SUPPORTED)
+        return self.energy_mj[h]

@@ -24,6 +24,14 @@ def test_collector_exports_memory_and_utilization_per_gpu():
     assert reg.get_sample_value("gpu_utilization_ratio", {"gpu": "0", "name": "Fake GPU 0"}) == pytest.approx(0.37)
 
 
+def test_collector_exports_each_gpus_energy_counter_in_joules_where_nvml_has_one():
+    reg = CollectorRegistry()
+    reg.register(gpu_exporter.GpuCollector(FakeNvml(energy_mj={1: 123_456_789})))
+    assert reg.get_sample_value("gpu_energy_joules_total", {"gpu": "1", "name": "Fake GPU 1"}) == 123_456.789
+    assert reg.get_sample_value("gpu_energy_joules_total", {"gpu": "0", "name": "Fake GPU 0"}) is None  # unsupported
+    assert reg.get_sample_value("gpu_memory_used_bytes", {"gpu": "0", "name": "Fake GPU 0"}) == 20e9  # still read
+
+
 def test_no_driver_returns_exit_code_with_one_line(capsys):
     assert gpu_exporter.main(["--port", "0"], nvml=FakeNvml(fail_init=True)) == gpu_exporter.NO_GPU_EXIT
     err = capsys.readouterr().err.strip().splitlines()

@@ -6,6 +6,7 @@ import argparse
 
 import pytest
 
+from shapes import values
 from shapes.options import add_arguments
 from shapes.values import parse_arrival, parse_length_sweep, parse_rates, parse_users_list
 
@@ -22,6 +23,22 @@ def test_rates():
     for bad in ("", "0", "-1", "x", "inf", "nan"):
         with pytest.raises(argparse.ArgumentTypeError, match="--request-rate"):
             parse_rates(bad)
+
+
+@pytest.mark.parametrize(("parse", "option", "good", "bad"), [
+    (values.parse_stage_duration, "--stage-duration", ("2.5", 2.5), "0"),
+    (values.parse_stage_warmup, "--stage-warmup", ("0", 0.0), "-1"),
+    (values.parse_pool, "--max-concurrency", ("8", 8), "0"),
+    (values.parse_speedup, "--trace-speedup", ("0.5", 0.5), "0"),
+    (values.parse_search_max_probes, "--search-max-probes", ("2", 2), "1"),
+    (values.parse_search_precision, "--search-precision", ("0.1", 0.1), "-1"),
+    (values.parse_gpus, "--gpus", ("8", 8), "1.5"),
+    (values.parse_gpu_hour_price, "--gpu-hour-price", ("2.5", 2.5), "x"),
+])
+def test_each_grammar_parses_and_names_its_option(parse, option, good, bad):
+    assert parse(good[0]) == good[1]
+    with pytest.raises(argparse.ArgumentTypeError, match=f"^{option}: expected .*, got {bad!r}$"):
+        parse(bad)
 
 
 def test_arrival():

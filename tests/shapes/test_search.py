@@ -154,7 +154,7 @@ def test_the_shape_follows_the_judges_verdicts_to_the_capacity():
     shape.runner = _Runner(env)
     stage_users = {}
 
-    def judge(stage, until_wall):
+    def judge(stage, until_wall, windows=0):
         users = stage_users[stage]
         value = 50.0 if users <= 5 else 900.0
         return {"complete": True, "passed": value <= 200, "requests": 20, "errors": 0, "goodput_rps": users,
@@ -178,6 +178,48 @@ def test_the_shape_follows_the_judges_verdicts_to_the_capacity():
     assert [p["load"] for p in shape.record] == [1, 2, 4, 8, 6, 5, 5]
     early = [p for p in shape.record if p["early_stop"]]
     assert {p["load"] for p in early} == {8, 6}  # 900 ms > 1.5 x 200 ms: stopped before the hold's end
+    assert {p["early_stop"]["why"] for p in early} == {"slo_breach"}
     section = shape.capacity(env.parsed_options)
     assert section["status"] == "found" and section["users"] == 5 and section["output_per_s"] == 500.0
     assert env.llm.stage_board.closed_at is not None
+
+
+def test_an_over_saturated_probe_stops_early_and_says_why():
+    """Past 5 users the judge's p99 is only just over the threshold (no clear breach), but the probe's trailing
+    windows show output flat while TTFT p50 climbs: the probe stops early as over-saturated and fails."""
+    env = _Env(_options(search_users="4:8", stage_duration="30", stage_warmup="1"))
+    now = itertools.count(0.0, 0.5)
+    shape = SloSearchShape(clock=lambda: next(now))
+    shape.runner = _Runner(env)
+    stage_users, asked_windows = {}, []
+
+    def judge(stage, until_wall, windows=0):
+        users = stage_users[stage]
+        over = users > 5
+        asked_windows.append(windows)
+        rows = [{"start_s": 10.0 + i, "end_s": 11.0 + i, "requests": 8, "output_per_s": 500.0,
+                 "ttft_p50_ms": (60.0 * 2 ** i) if over else 60.0} for i in range(windows)]
+        value = 210.0 if over else 50.0
+        return {"complete": True, "passed": not over, "requests": 20, "errors": 0, "goodput_rps": users,
+                "output_per_s": 100.0 * users, "span_s": 3.0, "windows": rows,
+                "checks": [{"name": "ttft_p99_ms", "threshold": 200.0, "value": value, "passed": not over}]}
+
+    env.llm.stage_board.judge = judge
+    for _ in range(1000):
+        step = shape.current_step
+        if step is not None:
+            stage_users[step.stage.name] = step.users
+        out = shape.tick()
+        if out is None:
+            break
+        shape.runner.user_count = out[0]
+    else:
+        pytest.fail("the search did not end")
+    assert [p["load"] for p in shape.record] == [4, 8, 6, 5, 5]
+    early = {p["load"]: p["early_stop"] for p in shape.record if p["early_stop"]}
+    assert set(early) == {8, 6} and all(e["why"] == "over_saturated" and e["at_s"] < 30 for e in early.values())
+    assert "TTFT p50 climbed 60 -> 120 -> 240 ms" in early[8]["reason"] and len(early[8]["windows"]) == 3
+    assert 3 in asked_windows  # the shape asked for the trailing windows of the rule
+    section = shape.capacity(env.parsed_options)
+    assert section["status"] == "found" and section["users"] == 5
+    assert "over-saturated" in section["statement"] and "(stopped early)" in section["statement"]

@@ -4,12 +4,17 @@ The simulator's ``--max-num-seqs`` gives a capacity known from its own parameter
 MAX_SEQS requests run at once and none waits; one user more and every request queues behind a running one for a
 good part of a request's time (128 output tokens), so TTFT p99 jumps well past a threshold set a few times above
 the unqueued TTFT. The highest user count meeting ``--slo-ttft-p99-ms`` is MAX_SEQS.
-Probes are short (1 s warm-up, 3 s held); the assertions allow one search step.
+Probes are short (1 s warm-up, 2 s held) and the ranges narrow (users 2:5 brackets at 4 and bisects to 3, four
+probes); the assertions allow one search step. The wider searches (users 1:8, rate 1:16) are the ``long`` variants.
 """
 
 from __future__ import annotations
 
+import http.server
 import json
+import threading
+import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import jsonschema
@@ -23,7 +28,10 @@ MAX_SEQS = 3
 TTFT_SLO_MS = "300"
 """Unqueued TTFT p99 on this simulator profile is ~50-130 ms on a loaded machine; one user past MAX_SEQS: ~500 ms."""
 COMMON = ["--headless", "--output-len", "fixed:128", "--prometheus-port", "0", "--seed", "3", "--stop-timeout", "5",
-          "--stage-duration", "3", "--stage-warmup", "1", "-r", "50", "--slo-ttft-p99-ms", TTFT_SLO_MS]
+          "--stage-duration", "2", "--stage-warmup", "1", "-r", "50", "--slo-ttft-p99-ms", TTFT_SLO_MS]
+USERS_SHORT = ["--search-users", "2:5", "--search-max-probes", "5"]
+"""2 passes, 4 breaches (the bracket), 3 passes (the bisection), 3 again (the repeat): four probes, one spare."""
+USERS_LONG = ["--search-users", "1:8", "--search-max-probes", "7", "--stage-duration", "3"]
 
 
 @pytest.fixture(scope="module")
@@ -62,6 +70,37 @@ def _locust(tmp: Path, host: str, args: list[str], workers: int = 0, timeout: fl
             p.stop()
 
 
+GPU_WATTS = 500.0
+"""The fake DCGM exporter's two GPUs draw this many watts together: joules per output token = GPU_WATTS / tok/s."""
+
+
+@contextmanager
+def _fake_dcgm():
+    """A DCGM exporter whose two GPUs' energy counters (mJ) grow at GPU_WATTS together; yields its URL."""
+    t0 = time.time()
+
+    class Dcgm(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802 — http.server's name
+            mj = (time.time() - t0) * GPU_WATTS / 2 * 1000.0
+            body = "".join(f'DCGM_FI_DEV_FB_USED{{gpu="{g}",modelName="NVIDIA H200"}} 1024\n'
+                           f'DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION{{gpu="{g}",modelName="NVIDIA H200"}} {mj:.0f}\n'
+                           for g in (0, 1)).encode()
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *_args):
+            pass
+
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Dcgm)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{httpd.server_address[1]}/metrics"
+    finally:
+        httpd.shutdown()
+
+
 def _show(title: str, cap: dict) -> None:
     print(f"\n{title}: {cap['statement']}")
     for p in cap["probes"]:
@@ -88,45 +127,59 @@ def _check_found(cap: dict, max_probes: int) -> None:
     assert cap["goodput_rps"] > 0 and cap["output_per_s"] > 0
 
 
-def test_users_search_finds_the_simulators_seat_count_and_prices_it(capped_sim, tmp_path):
-    rc, summary, log = _locust(tmp_path, capped_sim, ["--shape", "slo-search", "--search-users", "1:8",
-                                                      "--search-max-probes", "7", "--gpus", "2",
-                                                      "--gpu-hour-price", "2.5"])
+@pytest.mark.parametrize("search", [pytest.param(USERS_SHORT, id="2:5"),
+                                    pytest.param(USERS_LONG, id="1:8", marks=pytest.mark.long)])
+def test_users_search_finds_the_simulators_seat_count_and_prices_it(capped_sim, tmp_path, search):
+    """...and its energy per output token from a DCGM exporter's counters, and the report draws its probes."""
+    report = tmp_path / "report.html"
+    with _fake_dcgm() as dcgm:
+        rc, summary, log = _locust(tmp_path, capped_sim, ["--shape", "slo-search", *search, "--gpus", "2",
+                                                          "--gpu-hour-price", "2.5", "--gpu-metrics-url", dcgm,
+                                                          "--llm-report", str(report)])
     cap = summary["capacity"]
     _show("local", cap)
     assert rc == 0, log[-3000:]
     jsonschema.Draft202012Validator(json.loads((ROOT / "docs" / "summary.schema.json").read_text())).validate(summary)
-    _check_found(cap, 7)
+    _check_found(cap, int(search[search.index("--search-max-probes") + 1]))
     _judged_all(summary)
     # the cost by hand from the summary's own figures: 2 GPUs x 2.5 $/h over one hour's output tokens
     tok_s = cap["output_per_s"]
     assert cap["output_per_s_per_gpu"] == pytest.approx(tok_s / 2)
     assert cap["usd_per_million_output_tokens"] == pytest.approx(2 * 2.5 / (tok_s * 3600) * 1e6)
     assert "capacity users=" in log
+    # energy: the boundary probe's joules over its output tokens; at a constant draw, watts over tok/s
+    assert cap["energy_j_per_output_token"] == pytest.approx(GPU_WATTS / tok_s, rel=0.05), cap["energy_note"]
+    # the report draws every probe against the TTFT SLO, and the Pareto view
+    html = report.read_text()
+    for p in cap["probes"]:
+        ttft = next(c["value"] for c in p["checks"] if c["name"] == "ttft_p99_ms")
+        assert f"probe {p['probe']} users={p['users']}: ttft_p99_ms {ttft:.4g}" in html
+    assert "ttft_p99_ms against load" in html and "Tokens/s per user vs tokens/s per GPU (Pareto)" in html
 
 
 def test_users_search_with_a_master_and_two_workers(capped_sim, tmp_path):
-    rc, summary, log = _locust(tmp_path, capped_sim, ["--shape", "slo-search", "--search-users", "1:8",
-                                                      "--search-max-probes", "7"], workers=2)
+    rc, summary, log = _locust(tmp_path, capped_sim, ["--shape", "slo-search", *USERS_SHORT], workers=2)
     cap = summary["capacity"]
     _show("master + 2 workers", cap)
     assert rc == 0, log[-3000:]
     assert summary["workers"] == 2
-    _check_found(cap, 7)
+    _check_found(cap, 5)
 
 
 def test_no_load_meets_the_slo_says_so_and_exits_3(capped_sim, tmp_path):
     rc, summary, log = _locust(tmp_path, capped_sim, ["--shape", "slo-search", "--search-users", "1:4",
-                                                      "--slo-ttft-p99-ms", "1"])
+                                                      "--slo-ttft-p99-ms", "1", "--stage-warmup", "0.5"])
     cap = summary["capacity"]
     assert rc == 3
     assert cap["status"] == "none" and cap["users"] is None and cap["output_per_s"] is None
+    assert cap["energy_j_per_output_token"] is None and cap["energy_note"].startswith("no load met the SLOs")
     assert cap["statement"].startswith("no load in --search-users 1:4 meets the SLOs: the lowest, users=1, breached")
     assert f"CHECK FAILED: {cap['statement']}" in log
 
 
 def test_the_largest_allowed_load_still_meets_it_says_so(capped_sim, tmp_path):
-    rc, summary, _log = _locust(tmp_path, capped_sim, ["--shape", "slo-search", "--search-users", "1:2"])
+    rc, summary, _log = _locust(tmp_path, capped_sim, ["--shape", "slo-search", "--search-users", "1:2",
+                                                       "--stage-warmup", "0.5"])
     cap = summary["capacity"]
     assert rc == 0
     assert cap["status"] == "max_allowed" and cap["users"] == 2
@@ -134,23 +187,31 @@ def test_the_largest_allowed_load_still_meets_it_says_so(capped_sim, tmp_path):
     assert [p["load"] for p in cap["probes"]] == [1, 2, 2]
 
 
-def test_rate_search_with_poisson_arrivals_stays_under_the_seat_bound(capped_sim, tmp_path):
+RATE_SHORT = ["--search-rate", "1:2", "--search-precision", "1", "--search-max-probes", "4",
+              "--max-concurrency", "6", "--stage-duration", "4", "--stage-warmup", "2"]
+"""1 passes, 2 breaches (Poisson bursts queue behind the 3 seats: TTFT p99 744-798 ms in four runs), 1 again: three
+probes, the bracket and the repeat (the users search shows the bisection; the long variant bisects the rate). The
+2 s warm-up absorbs the open loop's first burst (with 1 s, rate=1 drew 9 requests in a 4 s hold and breached)."""
+RATE_LONG = ["--search-rate", "1:16", "--search-precision", "0.25", "--search-max-probes", "8",
+             "--max-concurrency", "6", "--stage-duration", "5", "--stage-warmup", "2"]
+
+
+@pytest.mark.parametrize("search", [pytest.param(RATE_SHORT, id="1:2"),
+                                    pytest.param(RATE_LONG, id="1:16", marks=pytest.mark.long)])
+def test_rate_search_with_poisson_arrivals_stays_under_the_seat_bound(capped_sim, tmp_path, search):
     """Open loop: MAX_SEQS seats each busy one E2E per request bound the rate at MAX_SEQS / E2E; Poisson bursts
     queue requests below it, so the capacity under a TTFT SLO lies under that bound, and a rate at most
     --search-precision above it breaches."""
-    rc, summary, log = _locust(tmp_path, capped_sim, ["--shape", "slo-search", "--search-rate", "1:16",
-                                                      "--search-precision", "0.25", "--search-max-probes", "8",
-                                                      "--arrival", "poisson", "--max-concurrency", "6",
-                                                      "--stage-duration", "5", "--stage-warmup", "2"])
+    rc, summary, log = _locust(tmp_path, capped_sim, ["--shape", "slo-search", *search, "--arrival", "poisson"])
     cap = summary["capacity"]
     _show("rate, poisson", cap)
     assert rc == 0, log[-3000:]
     assert cap["status"] == "found" and cap["axis"] == "rate" and cap["users"] is None, cap["statement"]
-    assert cap["probes_used"] <= 8
+    assert cap["probes_used"] <= int(search[search.index("--search-max-probes") + 1])
     unqueued_e2e_s = next(s for s in summary["stages"] if s["name"] == cap["probes"][0]["stage"])["e2e_ms"]["p50"] / 1e3
-    assert 1 <= cap["rate"] < MAX_SEQS / unqueued_e2e_s
+    assert cap["range"][0] <= cap["rate"] < MAX_SEQS / unqueued_e2e_s
     above = min(p["load"] for p in cap["probes"] if not p["passed"] and p["load"] > cap["rate"])
-    assert above / cap["rate"] - 1 <= 0.25
+    assert above / cap["rate"] - 1 <= float(search[search.index("--search-precision") + 1])
     _judged_all(summary)
 
 
@@ -168,3 +229,24 @@ def test_stop_on_saturation_ends_a_concurrency_sweep(capped_sim, tmp_path):
     assert int(stop["stage"].split("=")[1]) > MAX_SEQS
     assert summary["saturation"]["stage"] == stop["stage"]
     assert summary["capacity"] is None  # not a search
+
+
+@pytest.mark.long
+def test_an_over_saturated_rate_probe_stops_early_and_says_why(capped_sim, tmp_path):
+    """8 req/s against about 3.6 the 3 seats can serve: the server's queue grows every second, so TTFT p50 climbs
+    window after window while the output rate stays at the seats' pace. With an SLO too lax to breach, the probe
+    still stops early, over-saturated, and no load meets the objectives (exit 3)."""
+    rc, summary, log = _locust(tmp_path, capped_sim, ["--shape", "slo-search", "--search-rate", "8:9",
+                                                      "--search-max-probes", "2", "--arrival", "poisson",
+                                                      "--max-concurrency", "24", "--stage-duration", "9",
+                                                      "--stage-warmup", "0.5", "--slo-ttft-p99-ms", "100000"])
+    cap = summary["capacity"]
+    _show("over-saturated", cap)
+    assert rc == 3, log[-3000:]
+    early = cap["probes"][0]["early_stop"]
+    assert early is not None and early["why"] == "over_saturated" and early["at_s"] < 9, cap["probes"][0]
+    ttfts = [w["ttft_p50_ms"] for w in early["windows"]]
+    mids = [(w["start_s"] + w["end_s"]) / 2 for w in early["windows"]]
+    slope = (ttfts[-1] - ttfts[0]) / 1000 / (mids[-1] - mids[0])
+    assert ttfts == sorted(ttfts) and (ttfts[-1] >= 1.5 * ttfts[0] or slope >= 0.25), early["windows"]
+    assert "over-saturated" in cap["statement"] and "(stopped early)" in cap["statement"]

@@ -12,7 +12,8 @@ import gevent
 import jsonschema
 import pytest
 
-from telemetry.control.client_load import ADVICE, ClientLoad, LoopProbe
+from telemetry.control import client_load
+from telemetry.control.client_load import ClientLoad, LoopProbe, processes_needed
 from tests.support import LOCUST, PY, ROOT, Proc, free_port, locust_cluster, wait_http
 
 
@@ -33,6 +34,15 @@ def test_probe_measures_a_loop_held_for_a_known_time():
     assert 0.0 < held["cpu_s"] <= held["wall_s"] + 0.01  # CPU time of the hold: at most its wall time
 
 
+def test_sizing_rule_names_processes_here_or_workers_elsewhere(monkeypatch):
+    assert processes_needed([0.95]) == 2 and processes_needed([0.3, 0.3]) == 3  # at least one more than now
+    assert processes_needed([1.0, 1.0, 1.0]) == 5  # 3 cores at 0.7 a process
+    monkeypatch.setattr(client_load, "cores", lambda: 8)
+    assert "run --processes 5 " in client_load.sizing_advice(5, 3.0, 3)
+    monkeypatch.setattr(client_load, "cores", lambda: 2)
+    assert "run 5 worker processes over several machines" in client_load.sizing_advice(5, 3.0, 3)
+
+
 def test_verdict_needs_a_second_of_probing_and_names_the_reason():
     load = ClientLoad()
     load.add("w1", {"lag_ms": [0.2] * 97 + [12.0] * 3, "cpu_s": 1.0, "wall_s": 4.0})
@@ -40,7 +50,9 @@ def test_verdict_needs_a_second_of_probing_and_names_the_reason():
     load.add("w3", {"lag_ms": [50.0] * 5, "cpu_s": 1.0, "wall_s": 1.0})  # 5 x (50 + 50) ms: too short to judge
     load.add("w4", {"lag_ms": [900.0, 950.0], "cpu_s": 2.0, "wall_s": 2.0})  # starved: 2 samples, 1.95 s
     s = load.section()
-    assert s["bound"] == ["w1", "w2", "w4"] and s["advice"] == ADVICE
+    assert s["bound"] == ["w1", "w2", "w4"]
+    # the sizing rule: 0.25 + 0.95 + 1.0 + 1.0 cores at 0.7 a process -> 5 (one more than the 4 there are)
+    assert s["processes_needed"] == 5 and "4 processes used 3.20 cores" in s["advice"], s["advice"]
     assert s["workers"]["w1"]["why"] == "event-loop lag p99 12.0 ms > 5 ms"
     assert s["workers"]["w2"]["why"] == "CPU 95% of a core > 90%" and s["workers"]["w2"]["cpu"] == 0.95
     assert s["workers"]["w3"]["client_bound"] is False and s["workers"]["w3"]["samples"] == 5
@@ -76,7 +88,7 @@ def test_starved_worker_is_reported_client_bound(tmp_path):
     assert row["lag_p99_ms"] > 20.0 and row["samples"] >= 10, row
     assert row["why"].startswith("event-loop lag p99 "), row
     assert out.count(f"client-bound: {wid} event-loop lag p99") == 1, out[-3000:]  # live, once
-    assert f"LLM timings are client-bound on {wid}: " in out and "add --processes N" in out
+    assert f"LLM timings are client-bound on {wid}: " in out and "sizing: 1 process used " in out
 
 
 @pytest.mark.slow
@@ -109,4 +121,4 @@ def test_starved_local_run_says_so_in_the_web_ui(tmp_path):
         logs = get("/logs")["master"]
     assert s["client_bound"] is True and s["bound"] == ["local"], s
     warned = [line for line in logs if "client-bound: local event-loop lag p99" in line]
-    assert len(warned) == 1 and "add --processes N" in warned[0], logs[-10:]
+    assert len(warned) == 1 and "sizing: 1 process used " in warned[0], logs[-10:]

@@ -5,6 +5,7 @@ Markdown, directories, and bad input as one line with exit 2."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 
 import pytest
@@ -50,7 +51,8 @@ def test_capacity_delta_and_its_bound(tmp_path, capsys):
 
     base = _write(tmp_path, "base.json", search(10))
     assert main([base, _write(tmp_path, "a.json", search(9)), "--fail-on", "capacity=-10%"]) == 0
-    assert "capacity" in capsys.readouterr().out
+    out = capsys.readouterr().out  # the delta is printed: base, new, delta, delta %
+    assert re.search(r"^run\s+capacity\s+10\s+9\s+-1\s+-10\.0%$", out, re.M), out
     assert main([base, _write(tmp_path, "b.json", search(8)), "--fail-on", "capacity=-10%"]) == 3
     assert "FAIL capacity in run: 10 -> 8 (-20.0%)" in capsys.readouterr().out
     assert main([base, _write(tmp_path, "c.json", search(None, "none")), "--fail-on", "capacity=-10%"]) == 3

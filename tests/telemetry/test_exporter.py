@@ -56,13 +56,24 @@ def test_server_gauges_are_relayed_from_the_latest_scrape(hub):
     assert reg.get_sample_value("llm_server_kv_cache_usage_ratio") is None  # nothing scraped: nothing invented
 
     class FakeScraper:
-        latest = {"kv_cache_usage": 0.75, "requests_running": 6.0, "requests_waiting": 2.0, "preemptions_total": 9.0}
+        engines = {"a/0": {"target": "a", "engine": "0", "kv_cache_usage": 0.5, "requests_running": 2.0},
+                   "a/1": {"target": "a", "engine": "1", "kv_cache_usage": 1.0, "requests_running": 4.0}}
+        latest = {"kv_cache_usage": 0.75, "requests_running": 6.0, "requests_waiting": 2.0, "preemptions_total": 9.0,
+                  "engines": engines}
         series = [latest]
         metric_names = "vllm-v1"
         successes, failures = 1, 0
 
+        def target_states(self):
+            return []
+
+        def stop(self, final_scrape=True):
+            pass
+
     hub.merger.scraper = FakeScraper()
     assert reg.get_sample_value("llm_server_kv_cache_usage_ratio") == 0.75
+    assert reg.get_sample_value("llm_engine_kv_cache_usage_ratio", {"target": "a", "engine": "1"}) == 1.0
+    assert reg.get_sample_value("llm_engine_requests_running", {"target": "a", "engine": "0"}) == 2.0
     assert reg.get_sample_value("llm_server_requests_running") == 6
     assert reg.get_sample_value("llm_server_requests_waiting") == 2
     assert reg.get_sample_value("llm_server_preemptions_total") == 9

@@ -15,7 +15,17 @@ import pytest
 from shapes.stage import Stage
 from telemetry.compare import rows as compare_rows
 from telemetry.measure.recorder import Cell, Recorder, Slot
-from telemetry.metrics import BOUNDS, BY_KEY, CLIENT_METRICS, PER_REQUEST, having, keys
+from telemetry.metrics import (
+    BOUNDS,
+    BY_KEY,
+    CLIENT_METRICS,
+    PER_REQUEST,
+    REASONING_ONLY,
+    having,
+    keys,
+    reasoned_in,
+    shown,
+)
 from telemetry.outputs.exporter import Exporter
 from telemetry.outputs.live import LIVE
 from telemetry.outputs.report import render
@@ -72,9 +82,9 @@ def test_each_outputs_presentation_names_registry_metrics_it_can_show():
     summary stage (the tables, the stages CSV, the live view, the load plots) names per-stage metrics only."""
     per_stage = set(keys("per_stage"))
     charts = {k: qs for plot in LOAD_CHARTS.values() for k, qs in plot.items()}
-    for name, shown in (("STAGE_TABLE", STAGE_TABLE), ("STAGES_CSV", STAGES_CSV), ("LIVE", LIVE),
-                        ("REPORT_STAGES", REPORT_STAGES), ("LOAD_CHARTS", charts)):
-        assert set(shown) <= per_stage, f"{name}: per-stage views read <key>_ms of the summary's stages"
+    for name, chosen in (("STAGE_TABLE", STAGE_TABLE), ("STAGES_CSV", STAGES_CSV), ("LIVE", LIVE),
+                         ("REPORT_STAGES", REPORT_STAGES), ("LOAD_CHARTS", charts)):
+        assert set(chosen) <= per_stage, f"{name}: per-stage views read <key>_ms of the summary's stages"
     assert set(REPORT_VERSIONS) <= set(keys("versions")) and set(REPORT_CARDS) <= set(keys("top"))
     for quantiles in (*STAGES_CSV.values(), *REPORT_STAGES.values(), *REPORT_VERSIONS.values(), *charts.values()):
         assert set(quantiles) <= {"p50", "p90", "p95", "p99"}
@@ -85,6 +95,16 @@ def test_each_outputs_presentation_names_registry_metrics_it_can_show():
         m = BY_KEY[key]
         assert p.kind in ("latency", "p99") and m.histogram and p.title and p.help
         assert m.top or p.kind == "p99", "a latency panel reads llm_latency_quantile_seconds"
+
+
+def test_reasoning_only_metrics_follow_one_rule():
+    """A run reasoned when it counted reasoning tokens or measured a thinking span (``<think>`` tags give no token
+    count); only then do people's outputs show TTFA, the thinking span and the answer span."""
+    assert REASONING_ONLY <= set(BY_KEY)
+    assert not reasoned_in({"tokens": {"reasoning": 0}, "thinking_ms": {"count": 0}}) and not reasoned_in({})
+    assert reasoned_in({"tokens": {"reasoning": 3}}) and reasoned_in({"tokens": {}, "thinking_ms": {"count": 1}})
+    order = ("ttft", "ttfa", "itl", "thinking", "answer_span")
+    assert shown(order, False) == ("ttft", "itl") and shown(order, True) == order
 
 
 def test_itl_take_is_the_results_own_definition():

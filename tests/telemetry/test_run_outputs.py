@@ -221,7 +221,8 @@ def test_effective_options_mask_secrets():
             'enable_prefix_caching="False",gpu_memory_utilization="0.92",num_gpu_blocks="5120",swap_space="4"} 1.0\n')
     cc = parse_cache_config(page)
     assert cc == {"block_size": 64, "cache_dtype": "fp8", "num_gpu_blocks": 5120, "gpu_memory_utilization": 0.92,
-                  "enable_prefix_caching": False, "other": {"swap_space": "4"}}
+                  "enable_prefix_caching": False, "other": {"swap_space": "4"}, "engines": 1,
+                  "num_gpu_blocks_total": 5120}
     assert parse_cache_config("vllm:num_requests_running 1\n") is None
 
 
@@ -306,7 +307,7 @@ def test_dcgm_exporter_metrics_parse():
     page = ('DCGM_FI_DEV_FB_USED{gpu="0",UUID="GPU-1",modelName="NVIDIA H100 80GB HBM3"} 1024\n'
             'DCGM_FI_DEV_FB_FREE{gpu="0",UUID="GPU-1",modelName="NVIDIA H100 80GB HBM3"} 80000\n')
     assert parse_gpu_metrics(page) == {"0": {"name": "NVIDIA H100 80GB HBM3", "used": 1024 * 1024**2,
-                                             "free": 80000 * 1024**2, "total": 81024 * 1024**2}}
+                                             "free": 80000 * 1024**2, "total": 81024 * 1024**2, "energy_j": None}}
 
 
 def test_num_requests_run_with_a_lost_worker_ends_when_the_survivor_is_done(sim, tmp_path):

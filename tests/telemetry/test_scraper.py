@@ -9,7 +9,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from telemetry.measure.scraper import ServerScraper, metrics_url, parse_server_metrics
+from telemetry.measure.scraper import ServerScraper, parse_server_metrics
+from telemetry.measure.targets import metrics_url
 from tests.support import free_port
 
 V1 = """\

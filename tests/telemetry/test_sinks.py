@@ -31,6 +31,7 @@ def _summary() -> dict:
     start = {st["name"]: st["start_s"] for st in hub.summary()["stages"]}
 
     class FakeScraper:
+        target_states = staticmethod(list)
         metric_names = "vllm-v1"
         successes, failures = 4, 0
         series = [{"t": start[LONG] + 1e-4, "kv_cache_usage": 0.25, "preemptions_total": 0.0},

@@ -212,7 +212,7 @@ def test_live_rows_per_stage(run):
                                                  {"t": a + 0.6 * (b - a), "kv_cache_usage": 0.4},
                                                  {"t": spans["users=4"][0] + 0.01, "kv_cache_usage": 0.9}],
                                          latest=None, metric_names="vllm", successes=3, failures=0,
-                                         stop=lambda **_kw: None)
+                                         stop=lambda **_kw: None, target_states=list)
     rows = {r["stage"]: r for r in hub.live()["stages"]}
     assert rows["users=2"]["server_kv_usage"] == pytest.approx(0.3) and rows["users=4"]["server_kv_usage"] == 0.9
 
@@ -246,6 +246,7 @@ def test_server_series_feed_the_server_section_and_stage_rows(run):
     mid = (four_start + four_end) / 2
 
     class FakeScraper:
+        target_states = staticmethod(list)
         metric_names = "vllm-v1"
         successes, failures = 3, 1
         series = [
@@ -275,6 +276,7 @@ def test_stage_server_kv_usage_mean_and_max(run):
     four_start = hub.summary()["stages"][2]["start_s"]
 
     class FakeScraper:
+        target_states = staticmethod(list)
         metric_names = "vllm-v1"
         successes, failures = 3, 0
         series = [{"t": four_start - 1e-3, "kv_cache_usage": 0.99},  # before the stage: in neither figure

@@ -14,8 +14,16 @@ import urllib.request
 
 import pytest
 
-from tests.support import LOCUST, PY, ROOT, Proc, free_port, wait_http
-from tests.webui.chromium import chromium, llm_table, open_llm_tab, require_chromium, start_from_ui, wait_for
+from tests.support import LOCUST, ROOT, Proc, free_port, wait_http
+from tests.webui.chromium import (
+    chromium,
+    llm_table,
+    open_llm_tab,
+    require_chromium,
+    start_from_ui,
+    wait_for,
+    web_ui_on_sim,
+)
 
 pytestmark = pytest.mark.slow
 SHOTS = ROOT / "results" / "webui"
@@ -93,46 +101,38 @@ def test_llm_tab_shows_and_follows_the_hub(tmp_path):
 def test_llm_tab_with_the_simulator(tmp_path):
     require_chromium()
     SHOTS.mkdir(parents=True, exist_ok=True)
-    sim_port = free_port()
-    sim_argv = [PY, "-m", "server.sim", "--host", "127.0.0.1", "--port", str(sim_port),
-                "--profile", "deepseek-v2-lite-a100"]
-    with Proc(sim_argv, name="sim") as sim:
-        wait_http(f"http://127.0.0.1:{sim_port}/health", timeout=60, proc=sim)
-        proc, web = _web_ui(
-            "locustfile.py", f"http://127.0.0.1:{sim_port}", tmp_path,
-            env={"LOCUST_PROMETHEUS_PORT": "0", "LOCUST_INPUT_LEN": "fixed:128", "LOCUST_OUTPUT_LEN": "fixed:64"},
+    env = {"LOCUST_PROMETHEUS_PORT": "0", "LOCUST_INPUT_LEN": "fixed:128", "LOCUST_OUTPUT_LEN": "fixed:64"}
+    with web_ui_on_sim(tmp_path, None, env) as (driver, web, proc):
+        driver.get(web + "/")
+        start_from_ui(driver, 4, 4)
+        open_llm_tab(driver)
+
+        def has_figures():
+            r = _row(driver, "main")
+            ok = r and (_number(r["Requests"]) or 0) > 0 and _number(r["TTFT p50 (ms)"]) is not None
+            return ok and r
+
+        try:
+            first = wait_for(has_figures, 90, "real figures in the LLM tab")
+        except AssertionError as e:
+            raise AssertionError(f"{e}\n--- locust log ---\n{proc.output()[-3000:]}") from None
+        ttft50, ttft99 = _number(first["TTFT p50 (ms)"]), _number(first["TTFT p99 (ms)"])
+        itl50, itl99 = _number(first["ITL p50 (ms)"]), _number(first["ITL p99 (ms)"])
+        assert 0 < ttft50 <= ttft99 and 0 < itl50 <= itl99, first
+        assert (_number(first["Output tok/s"]) or 0) > 0, first
+        later = wait_for(
+            lambda: (r := has_figures()) and _number(r["Requests"]) > _number(first["Requests"]) and r,
+            60,
+            "the request count in the LLM tab to grow",
         )
-        with proc, chromium(tmp_path) as driver:
-            driver.get(web + "/")
-            start_from_ui(driver, 4, 4)
-            open_llm_tab(driver)
-
-            def has_figures():
-                r = _row(driver, "main")
-                ok = r and (_number(r["Requests"]) or 0) > 0 and _number(r["TTFT p50 (ms)"]) is not None
-                return ok and r
-
-            try:
-                first = wait_for(has_figures, 90, "real figures in the LLM tab")
-            except AssertionError as e:
-                raise AssertionError(f"{e}\n--- locust log ---\n{proc.output()[-3000:]}") from None
-            ttft50, ttft99 = _number(first["TTFT p50 (ms)"]), _number(first["TTFT p99 (ms)"])
-            itl50, itl99 = _number(first["ITL p50 (ms)"]), _number(first["ITL p99 (ms)"])
-            assert 0 < ttft50 <= ttft99 and 0 < itl50 <= itl99, first
-            assert (_number(first["Output tok/s"]) or 0) > 0, first
-            later = wait_for(
-                lambda: (r := has_figures()) and _number(r["Requests"]) > _number(first["Requests"]) and r,
-                60,
-                "the request count in the LLM tab to grow",
-            )
-            assert later["Output tok/s"] != first["Output tok/s"] or later["TTFT p99 (ms)"] != first["TTFT p99 (ms)"]
-            now = wait_for(lambda: (r := _row(driver, "now")) and r["Server KV usage"].endswith("%") and r, 30,
-                           "the server KV usage (scraped from the simulator's /metrics)")
-            assert now["Users"] == "4" and 0 <= _number(now["Server KV usage"]) <= 100, now
-            assert 0 <= _number(now["Client KV fill"]) <= 100, now
-            driver.save_screenshot(str(SHOTS / "llm-tab-sim.png"))
-            href = _report_link(driver)
-            with urllib.request.urlopen(href, timeout=30) as r:
-                assert r.status == 200 and "<html" in r.read(4096).decode(errors="replace").lower()
-            _stop(web)
+        assert later["Output tok/s"] != first["Output tok/s"] or later["TTFT p99 (ms)"] != first["TTFT p99 (ms)"]
+        now = wait_for(lambda: (r := _row(driver, "now")) and r["Server KV usage"].endswith("%") and r, 30,
+                       "the server KV usage (scraped from the simulator's /metrics)")
+        assert now["Users"] == "4" and 0 <= _number(now["Server KV usage"]) <= 100, now
+        assert 0 <= _number(now["Client KV fill"]) <= 100, now
+        driver.save_screenshot(str(SHOTS / "llm-tab-sim.png"))
+        href = _report_link(driver)
+        with urllib.request.urlopen(href, timeout=30) as r:
+            assert r.status == 200 and "<html" in r.read(4096).decode(errors="replace").lower()
+        _stop(web)
         assert "Traceback" not in proc.output(), proc.output()[-3000:]

@@ -143,7 +143,26 @@ def test_windows_still_filling_are_not_drawn_while_the_run_goes():
     live = settled(s, final=False)["timeseries"]
     assert [w["end_s"] for w in live["client"]] == [float(e) for e in range(1, int(10 - SETTLE_S) + 1)]
     assert live["server"] == [{"t": 9.5}] and s["timeseries"]["client"] == windows  # a copy; the scrapes stay
-    assert settled(s, final=True) is s  # after the run: every window
+    after = settled(s, final=True)["timeseries"]["client"]  # the last window is the one the stop cut
+    assert after == windows[:-1] and after[-1]["end_s"] == 9.0
+
+
+def test_a_stopped_web_run_does_not_draw_the_window_its_stop_cut():
+    """Stopping users mid-request loses their tokens: the stop's window reads far below the run's rate (the line
+    dropped towards 0 after a web run stopped). The live throughput line ends at the last window under load."""
+    from telemetry.outputs.report.timeline import throughput_timeline
+    from webui.charts import settled
+
+    rates = [600.0, 610.0, 590.0, 605.0, 80.0]  # the last: cut by the stop
+    windows = [{"start_s": float(i), "end_s": float(i + 1), "requests": 20, "output_per_s": r}
+               for i, r in enumerate(rates)]
+    s = {"duration_s": 5.0, "timeseries": {"window_s": 1.0, "client": windows, "server": []}}
+    drawn = settled(s, final=True)
+    assert [w["output_per_s"] for w in drawn["timeseries"]["client"]] == rates[:-1]
+    svg = throughput_timeline(drawn)
+    assert svg and ">80<" not in svg
+    two = {**s, "timeseries": {**s["timeseries"], "client": windows[:2]}}
+    assert settled(two, final=True)["timeseries"]["client"] == windows[:2]  # a line needs two points: kept
 
 
 def test_a_web_run_shows_its_slo_verdict_in_the_stage_view_and_the_log(monkeypatch, caplog):
@@ -199,9 +218,11 @@ def test_over_time_charts_show_12_s_into_a_run_with_the_default_windows(monkeypa
         figures = {f["id"]: f["svg"] for f in ChartsPage(environment).data()["figures"]}
         assert {"latency", "throughput"} <= set(figures), sorted(figures)
         assert "Throughput per 2 s window" in figures["throughput"]
-        environment.runner.state = "stopped"  # a web run that stopped has no final summary: every window is drawn
+        # a web run that stopped has no final summary: every window but the one the stop cut (here the 10-12 s one,
+        # which the running view left out as still filling)
+        environment.runner.state = "stopped"
         after = {f["id"]: f["svg"] for f in ChartsPage(environment).data()["figures"]}
-        assert after["throughput"].count("<circle") > figures["throughput"].count("<circle") > 0
+        assert after["throughput"].count("<circle") == figures["throughput"].count("<circle") == 2 * 5
     finally:
         environment.runner.state = "ready"
         role.close()
@@ -248,6 +269,40 @@ def test_an_accepted_start_is_spawning_not_ready_while_test_start_runs(monkeypat
         with app.test_request_context("/swarm", method="POST"):
             tab._add_rows(jsonify({"success": False, "message": "--input-len: ..."}))
         assert stats("ready") == "ready"  # a refused start
+    finally:
+        role.close()
+        environment.runner.quit()
+
+
+def test_a_capacity_search_shows_its_probes_live(monkeypatch):
+    """The probes judged so far, from the search's own record (the summary's capacity.probes): the stage view's card
+    and the charts of each SLO against load and the Pareto view, with the probe's values."""
+    from shapes.search import SloSearchShape, search_config
+
+    environment, role = _env(monkeypatch, shape="slo-search", search_users="2:5", slo_ttft_p99_ms=300.0)
+    try:
+        role.on_test_start()
+        shape = environment.shape_class = SloSearchShape()
+        shape._config = search_config(environment.parsed_options)
+        shape.search = shape._config.search()
+        for n, users, ttft, passed in ((1, 2, 45.7, True), (2, 4, 540.6, False)):
+            shape.search.record(float(users), passed)
+            shape.record.append({"probe": n, "load": float(users), "stage": f"probe {n} users={users}",
+                                 "users": users, "rate": None, "passed": passed, "early_stop": None,
+                                 "complete": True, "requests": 10, "errors": 0, "goodput_rps": 1.0,
+                                 "output_per_s": 100.0 * users, "span_s": 2.0, "energy_j": None, "energy_note": None,
+                                 "checks": [{"name": "ttft_p99_ms", "threshold": 300.0, "value": ttft,
+                                             "passed": passed}]})
+        environment.runner.state = "running"  # the search goes on
+        d = environment.web_ui.app.test_client().get("/llm/charts/data").get_json()
+        assert [p["stage"] for p in d["status"]["capacity"]["probes"]] == ["probe 1 users=2", "probe 2 users=4"]
+        card = re.search(r'data-key="capacity search">.*?class="v">([^<]*)</div><div class="s">([^<]*)<',
+                         d["status_html"])
+        assert card is not None and card.groups() == ("probe 2 users=4: breached", "2 of at most 12 probes judged")
+        figures = {f["id"]: f["svg"] for f in d["figures"] if f["id"].startswith("capacity")}
+        assert len(figures) == 2  # TTFT p99 against load, the Pareto view
+        assert "probe 2 users=4: ttft_p99_ms 540.6 (breached)" in figures["capacity-0"]
+        assert "probe 1 users=2: 100 tok/s per user, 200 tok/s per GPU" in figures["capacity-1"]
     finally:
         role.close()
         environment.runner.quit()

@@ -16,8 +16,8 @@ import urllib.request
 
 import pytest
 
-from tests.support import LOCUST, PY, ROOT, Proc, free_port, wait_http
-from tests.webui.chromium import chromium, open_llm_tab, require_chromium, start_from_ui, wait_for
+from tests.support import ROOT
+from tests.webui.chromium import open_llm_tab, require_chromium, start_from_ui, wait_for, web_ui_on_sim
 
 pytestmark = pytest.mark.slow
 SHOT = ROOT / "results" / "webui" / "llm-cockpit.png"
@@ -86,68 +86,59 @@ def _fetch_all(urls: dict[str, str]) -> dict[str, tuple[int, str, bytes]]:
 
 def test_sweep_from_the_form_draws_live_charts_and_serves_downloads(tmp_path):
     require_chromium()
-    sim_port, port = free_port(), free_port()
-    sim_argv = [PY, "-m", "server.sim", "--host", "127.0.0.1", "--port", str(sim_port), "--profile",
-                "deepseek-v2-lite-a100"]
-    env = {"PYTHONPATH": str(ROOT), "LOCUST_PROMETHEUS_PORT": "0", "LOCUST_INPUT_LEN": "fixed:128",
+    env = {"LOCUST_PROMETHEUS_PORT": "0", "LOCUST_INPUT_LEN": "fixed:128",
            "LOCUST_OUTPUT_LEN": "fixed:48", "LOCUST_SHAPE": "concurrency-sweep", "LOCUST_SWEEP_USERS": "1,2,4",
            "LOCUST_STAGE_DURATION": "8", "LOCUST_STAGE_WARMUP": "0", "LOCUST_ATTRIBUTION_WINDOW": "1",
            "LOCUST_SERVER_METRICS_INTERVAL": "0.5"}
-    with Proc(sim_argv, name="sim") as sim:
-        wait_http(f"http://127.0.0.1:{sim_port}/health", timeout=60, proc=sim)
-        argv = [LOCUST, "-f", "locustfile.py", "--web-host", "127.0.0.1", "--web-port", str(port), "--host",
-                f"http://127.0.0.1:{sim_port}", "StreamingCompletionUser"]
-        with Proc(argv, name="locust-web", env=env) as proc, chromium(tmp_path) as driver:
-            web = f"http://127.0.0.1:{port}"
-            wait_http(web + "/", timeout=60, proc=proc)
-            driver.get(web + "/")
-            start_from_ui(driver, 4, 10)
-            open_llm_tab(driver)
-            wait_for(lambda: driver.find_elements("css selector", "iframe#llm-cockpit"), 20,
-                     "the live charts inside the LLM tab")
-            try:
-                first = wait_for(lambda: (d := _in_cockpit(driver)) and d["points"].get("latency") and d, 90,
-                                 "the latency chart drawn with data")
-            except AssertionError as e:
-                raise AssertionError(f"{e}\n--- frames: {_frames(driver)}\n--- locust log ---\n"
-                                     f"{proc.output()[-3000:]}") from None
-            later = wait_for(
-                lambda: (d := _in_cockpit(driver)) and d["polls"] >= first["polls"] + 2
-                and d["points"]["latency"] > first["points"]["latency"]
-                and d["points"].get("throughput", 0) > first["points"].get("throughput", 0) and d,
-                30, "more data points in the live charts after further polls")
-            print("points per chart, two polls apart:", first["points"], "->", later["points"])
-            assert "users=" in later["status"] and "TIME LEFT" in later["status"].upper(), later["status"]
-            assert re.search(r"step \d of 3", later["status"]), later["status"]
-            load = wait_for(lambda: (d := _in_cockpit(driver)) and d["points"].get("load-0") and d, 30,
-                            "throughput against load, once two stages are measured")
-            assert load["points"]["server"] > 0, load  # the scraped KV usage / queue
-            driver.set_window_size(1600, 2000)
-            time.sleep(2.5)  # one more poll: the frame's height follows its page
-            SHOT.parent.mkdir(parents=True, exist_ok=True)
-            driver.save_screenshot(str(SHOT))
-            print(f"cockpit screenshot: {SHOT}")
+    with web_ui_on_sim(tmp_path, "StreamingCompletionUser", env) as (driver, web, proc):
+        driver.get(web + "/")
+        start_from_ui(driver, 4, 10)
+        open_llm_tab(driver)
+        wait_for(lambda: driver.find_elements("css selector", "iframe#llm-cockpit"), 20,
+                 "the live charts inside the LLM tab")
+        try:
+            first = wait_for(lambda: (d := _in_cockpit(driver)) and d["points"].get("latency") and d, 90,
+                             "the latency chart drawn with data")
+        except AssertionError as e:
+            raise AssertionError(f"{e}\n--- frames: {_frames(driver)}\n--- locust log ---\n"
+                                 f"{proc.output()[-3000:]}") from None
+        later = wait_for(
+            lambda: (d := _in_cockpit(driver)) and d["polls"] >= first["polls"] + 2
+            and d["points"]["latency"] > first["points"]["latency"]
+            and d["points"].get("throughput", 0) > first["points"].get("throughput", 0) and d,
+            30, "more data points in the live charts after further polls")
+        print("points per chart, two polls apart:", first["points"], "->", later["points"])
+        assert "users=" in later["status"] and "TIME LEFT" in later["status"].upper(), later["status"]
+        assert re.search(r"step \d of 3", later["status"]), later["status"]
+        load = wait_for(lambda: (d := _in_cockpit(driver)) and d["points"].get("load-0") and d, 30,
+                        "throughput against load, once two stages are measured")
+        assert load["points"]["server"] > 0, load  # the scraped KV usage / queue
+        driver.set_window_size(1600, 2000)
+        time.sleep(2.5)  # one more poll: the frame's height follows its page
+        SHOT.parent.mkdir(parents=True, exist_ok=True)
+        driver.save_screenshot(str(SHOT))
+        print(f"cockpit screenshot: {SHOT}")
 
-            urls = _downloads(driver)
-            assert set(TYPES) <= set(urls), urls
-            during = _fetch_all({k: urls[k] for k in TYPES})
-            for name, (status, ctype, _body) in during.items():
-                assert (status, ctype) == (200, TYPES[name]), (name, status, ctype)
-            n_during = json.loads(during["summary.json"][2])["requests"]["total"]
-            # the sweep ends by itself (3 stages of 8 s); then the files hold the final run
-            wait_for(lambda: json.loads(urllib.request.urlopen(web + "/stats/requests", timeout=10).read())["state"]
-                     == "stopped", 60, "the sweep to end")
-            after = _fetch_all({k: urls[k] for k in TYPES})
-            for name, (status, ctype, _body) in after.items():
-                assert (status, ctype) == (200, TYPES[name]), (name, status, ctype)
-            final = json.loads(after["summary.json"][2])
-            assert final["requests"]["total"] > n_during
-            assert [st["users"] for st in final["stages"] if not st["warmup"]] == [1, 2, 4]
-            assert after["stages.csv"][2].decode().count("\n") == len(final["stages"]) + 1
-            open_llm_tab(driver)  # the finished sweep: its stages and the post-run batching verdict, not "no sweep"
-            done = wait_for(lambda: (d := _in_cockpit(driver)) and "sweep stopped" in d["status"] and d, 20,
-                            "the finished sweep in the stage view")
-            assert "3 stage(s) measured: users=1, users=2, users=4" in done["status"], done["status"]
-            assert "no sweep shape" not in done["status"] and "batching pending" not in done["status"].split(
-                "last live check")[0], done["status"]
+        urls = _downloads(driver)
+        assert set(TYPES) <= set(urls), urls
+        during = _fetch_all({k: urls[k] for k in TYPES})
+        for name, (status, ctype, _body) in during.items():
+            assert (status, ctype) == (200, TYPES[name]), (name, status, ctype)
+        n_during = json.loads(during["summary.json"][2])["requests"]["total"]
+        # the sweep ends by itself (3 stages of 8 s); then the files hold the final run
+        wait_for(lambda: json.loads(urllib.request.urlopen(web + "/stats/requests", timeout=10).read())["state"]
+                 == "stopped", 60, "the sweep to end")
+        after = _fetch_all({k: urls[k] for k in TYPES})
+        for name, (status, ctype, _body) in after.items():
+            assert (status, ctype) == (200, TYPES[name]), (name, status, ctype)
+        final = json.loads(after["summary.json"][2])
+        assert final["requests"]["total"] > n_during
+        assert [st["users"] for st in final["stages"] if not st["warmup"]] == [1, 2, 4]
+        assert after["stages.csv"][2].decode().count("\n") == len(final["stages"]) + 1
+        open_llm_tab(driver)  # the finished sweep: its stages and the post-run batching verdict, not "no sweep"
+        done = wait_for(lambda: (d := _in_cockpit(driver)) and "sweep stopped" in d["status"] and d, 20,
+                        "the finished sweep in the stage view")
+        assert "3 stage(s) measured: users=1, users=2, users=4" in done["status"], done["status"]
+        assert "no sweep shape" not in done["status"] and "batching pending" not in done["status"].split(
+            "last live check")[0], done["status"]
         assert "Traceback" not in proc.output(), proc.output()[-3000:]

@@ -10,7 +10,7 @@ import urllib.request
 import pytest
 
 from tests.support import LOCUST, Proc, free_port, wait_http
-from tests.webui.chromium import chromium, require_chromium, wait_for
+from tests.webui.chromium import chromium, form_field, press_start, require_chromium, type_into, wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -20,7 +20,6 @@ KEY = "sk-browser-5e1d7c3b9a"
 def test_bad_input_len_in_the_browser_is_refused_with_the_accepted_forms(tmp_path):
     require_chromium()
     from selenium.webdriver.common.by import By  # noqa: PLC0415
-    from selenium.webdriver.common.keys import Keys  # noqa: PLC0415
 
     port = free_port()
     web = f"http://127.0.0.1:{port}"
@@ -32,23 +31,11 @@ def test_bad_input_len_in_the_browser_is_refused_with_the_accepted_forms(tmp_pat
         driver.get(web + "/")
         assert KEY not in driver.page_source
 
-        def field(name):
-            found = driver.find_elements(By.CSS_SELECTOR, f"input[name={name}]")
-            if not found or not found[0].is_displayed():  # the custom parameters sit in a collapsed section
-                for toggle in driver.find_elements(By.CSS_SELECTOR, "[aria-expanded=false]"):
-                    if toggle.is_displayed() and toggle.text.strip() in ("Advanced options", "Custom parameters"):
-                        toggle.click()
-                found = driver.find_elements(By.CSS_SELECTOR, f"input[name={name}]")
-            return found[0] if found and found[0].is_displayed() else None
-
-        box = wait_for(lambda: field("inputLen"), 20, "the input length field")  # the form sends it as input_len
-        assert (field("apiKey").get_attribute("value") or "") == ""
-        box.send_keys(Keys.CONTROL, "a")
-        box.send_keys(Keys.DELETE)
-        box.send_keys("foo:1")
-        submits = driver.find_elements(By.CSS_SELECTOR, "button[type=submit]")
-        start = [b for b in submits if b.text.strip().upper() == "START"]
-        start[0].click()
+        # the form sends it as input_len
+        box = wait_for(lambda: form_field(driver, "inputLen"), 20, "the input length field")
+        assert (form_field(driver, "apiKey").get_attribute("value") or "") == ""
+        type_into(box, "foo:1")
+        press_start(driver)
         shown = wait_for(lambda: "--input-len:" in driver.find_element(By.TAG_NAME, "body").text and
                          driver.find_element(By.TAG_NAME, "body").text, 20, "the refusal under the form")
         assert "unknown length SPEC 'foo:1'; expected one of fixed:N, uniform:LO:HI" in shown, shown[-2000:]

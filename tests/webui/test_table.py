@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from webui.table import COLUMNS, MISSING, NOW, STRUCTURE, llm_rows
+from webui.table import COLUMNS, MISSING, NO_REASONING, NOW, STRUCTURE, llm_rows
 
 
 def stage(name: str, requests: int, ttft=(None, None), itl=(None, None), tpot=(None, None), tok_s=None, **kw) -> dict:
@@ -76,3 +76,29 @@ def test_every_row_has_every_column():
     keys = {s["key"] for s in STRUCTURE}
     for r in llm_rows(LIVE, users=3):
         assert set(r) == keys
+
+
+def test_a_fleet_adds_one_row_per_engine_after_now_and_marks_the_imbalanced_one():
+    from webui.table import llm_rows
+
+    live = {"stages": [{"stage": "main", "requests": 5}], "server_kv_usage": 0.5,
+            "detectors": {"batching": {"judged": True}, "slo": [],
+                          "imbalance": {"judged": True, "imbalanced": True, "engine": "1"}},
+            "engines": {"0": {"kv_cache_usage": 0.25, "requests_running": 3, "requests_waiting": 0},
+                        "1": {"kv_cache_usage": 0.75, "requests_running": 9, "requests_waiting": 4}}}
+    rows = llm_rows(live)
+    assert [r["stage"] for r in rows] == ["main", "now", "engine 0", "engine 1"]
+    assert rows[3]["server_kv"] == "75.0%" and rows[3]["detectors"] == "running 9 · waiting 4 · OFF THE FLEET"
+    assert "OFF" not in rows[2]["detectors"] and "IMBALANCED engine 1" in rows[1]["detectors"]
+    live["engines"] = {"0": live["engines"]["0"]}  # one engine: the "now" row says it all
+    assert [r["stage"] for r in llm_rows(live)] == ["main", "now"]
+
+
+def test_ttfa_says_no_reasoning_when_nothing_reasoned():
+    """TTFA equals TTFT when no request reasoned: its cells say so instead of repeating TTFT's figures."""
+    stages = [{**s, "ttfa_p50_ms": s["ttft_p50_ms"], "ttfa_p99_ms": s["ttft_p99_ms"]} for s in LIVE["stages"]]
+    plain = llm_rows({**LIVE, "stages": stages, "reasoned": False})
+    assert {r["ttfa_p50"] for r in plain[:-1]} == {r["ttfa_p99"] for r in plain[:-1]} == {NO_REASONING}
+    assert plain[0]["ttft_p50"] == "50.0"
+    thought = llm_rows({**LIVE, "stages": stages, "reasoned": True})
+    assert (thought[0]["ttfa_p50"], thought[1]["ttfa_p99"]) == ("50.0", "412.0")

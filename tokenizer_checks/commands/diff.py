@@ -13,13 +13,13 @@ side only are listed as unmatched.
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
 from tokenizer_checks.outcome import Outcome
 from tokenizer_checks.segments import boundary_diffs
 from tokenizer_checks.texts import InputError, parse_names
 from workload.argtypes import fraction, non_negative_int
+from workload.jsonl import json_lines
 from workload.routing.compat import TextPair, compat_level
 
 HELP = "align two tokenizers' difflog records by input_id and report boundary differences via offsets"
@@ -40,13 +40,7 @@ def read_log(path: str) -> list[dict]:
     if not p.is_file():
         raise InputError(f"no such log: {p}")
     out = []
-    for n, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            rec = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise InputError(f"{p}:{n}: not JSON ({exc.msg})") from None
+    for n, rec in json_lines(p, p.read_text(encoding="utf-8").splitlines(), error=InputError):
         missing = [k for k in REQUIRED if not isinstance(rec, dict) or k not in rec]
         if missing:
             raise InputError(f"{p}:{n}: record lacks {', '.join(missing)} (need {', '.join(REQUIRED)})")

@@ -67,9 +67,9 @@ table.spikes td:last-child { font-family:ui-monospace,SFMono-Regular,Menlo,monos
 footer { color:var(--mut); font-size:12px; padding:0 28px 24px; }
 """.replace("{LABEL_EM}", f"{LABEL_EM:g}")
 
-TITLES = {"overview": "Overview", "latency": "Latency", "stages": "Stages", "distributions": "Distributions",
-          "server": "Server", "slo": "SLO", "attribution": "Attribution", "versions": "Versions",
-          "baseline": "Baseline"}
+TITLES = {"overview": "Overview", "capacity": "Capacity", "latency": "Latency", "stages": "Stages",
+          "distributions": "Distributions", "server": "Server", "slo": "SLO", "attribution": "Attribution",
+          "versions": "Versions", "baseline": "Baseline"}
 
 
 def _safe(name: str, fn, summary: Mapping) -> str:

@@ -13,15 +13,16 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from html import escape
 
-from telemetry.metrics import BY_KEY, having
+from telemetry.metrics import BY_KEY, keys, reasoned_in, shown
 from telemetry.outputs.report.attribution_view import attribution
+from telemetry.outputs.report.capacity_view import capacity
 from telemetry.outputs.report.fmt import badge, ms, num, ratio, table
 from telemetry.outputs.report.parts import Q_KEYS, figure, note, q_row, qv, section
 from telemetry.outputs.report.svg import PALETTE, Marker, Series, line_chart
 from telemetry.outputs.report.timeline import distributions, server_timeline
 
-LATENCY_ROWS = {m.summary_key: m.label for m in having("top")}
-"""Summary key -> label of the latency table's rows."""
+LATENCY_ROWS = keys("top")
+"""The latency table's rows (registry keys)."""
 
 # How the report presents each client metric (registry keys of telemetry.metrics, in display order)
 REPORT_CARDS = ("ttft", "itl", "ttst", "ttfa")
@@ -56,7 +57,8 @@ def overview(s: Mapping) -> str:
          f"{num(tok.get('output'))} tokens ({tok.get('source', '?')})"
          + (f"; {num(tok['reasoning'])} reasoning, {num(tok.get('answer'))} answer" if tok.get("reasoning") else "")),
         *((f"{m.label} p99", f"{ms(qv(s.get(m.summary_key), 'p99'))} ms",
-           f"p50 {ms(qv(s.get(m.summary_key), 'p50'))} ms") for m in map(BY_KEY.get, REPORT_CARDS)),
+           f"p50 {ms(qv(s.get(m.summary_key), 'p50'))} ms")
+          for m in map(BY_KEY.get, shown(REPORT_CARDS, reasoned_in(s)))),
         ("goodput", f"{num(s.get('goodput_rps'), 2)} req/s", "requests/s meeting every SLO"),
         ("server KV max", ratio((srv.get("kv_cache_usage") or {}).get("max")),
          f"{num(srv.get('preemptions'))} preemptions, {num(srv.get('requests_waiting_max'))} waiting max"),
@@ -85,7 +87,8 @@ def overview(s: Mapping) -> str:
 
 
 def latency(s: Mapping) -> str:
-    rows = [q_row(label, s.get(key)) for key, label in LATENCY_ROWS.items() if key in s]
+    rows = [q_row(m.label, s.get(m.summary_key)) for m in map(BY_KEY.get, shown(LATENCY_ROWS, reasoned_in(s)))
+            if m.summary_key in s]
     if not rows:
         return ""
     return section("latency", "Latency (ms)", table(["metric", *Q_KEYS], rows, cls="num"))
@@ -125,7 +128,7 @@ def stages(s: Mapping) -> str:
     knee_text = f"Saturation knee: {knee} — {sat.get('reason', '')}" if knee else f"No knee: {sat.get('reason', 'n/a')}"
     parts.append(note(knee_text))
     rows = []
-    quantiles = [(BY_KEY[k], q) for k, qs in REPORT_STAGES.items() for q in qs]
+    quantiles = [(BY_KEY[k], q) for k in shown(REPORT_STAGES, reasoned_in(s)) for q in REPORT_STAGES[k]]
     for st in sts:
         mark = ' class="knee"' if st.get("name") == knee else ' class="warmup"' if st.get("warmup") else ""
         cells = [
@@ -160,18 +163,18 @@ def load_charts(s: Mapping) -> list[str]:
         x_label=x_label, y_label="output tokens/s", y2_label="requests/s", markers=markers, x_names=names,
     )
     latency = [line_chart(f"{title} against load", series, x_label=x_label, y_label="ms", markers=markers,
-                          x_names=names) for title, series in _load_series(measured, xs).items()]
+                          x_names=names) for title, series in _load_series(measured, xs, reasoned_in(s)).items()]
     return [c for c in (thr, *latency) if c]
 
 
-def _load_series(measured: Sequence[Mapping], xs: list[float]) -> dict[str, list[Series]]:
+def _load_series(measured: Sequence[Mapping], xs: list[float], did_reason: bool) -> dict[str, list[Series]]:
     """Plot title -> series, for the metrics drawn against load (:data:`LOAD_CHARTS`): the first metric of a plot
     in solid lines, the others dashed."""
     plots: dict[str, list[Series]] = {}
     for title, metrics in LOAD_CHARTS.items():
         series = plots[title] = []
-        for i, (key, quantiles) in enumerate(metrics.items()):
-            m = BY_KEY[key]
+        for i, key in enumerate(shown(metrics, did_reason)):
+            m, quantiles = BY_KEY[key], metrics[key]
             for q in quantiles:
                 color = PALETTE[len(series) if i == 0 else len(series) + 1]
                 values = [qv(st.get(m.summary_key), q) for st in measured]
@@ -202,7 +205,7 @@ def versions(s: Mapping) -> str:
     vs = s.get("versions") or {}
     if not vs:
         return ""
-    quantiles = [(BY_KEY[k], q) for k, qs in REPORT_VERSIONS.items() for q in qs]
+    quantiles = [(BY_KEY[k], q) for k in shown(REPORT_VERSIONS, reasoned_in(s)) for q in REPORT_VERSIONS[k]]
     rows = [[escape(str(v)), num(d.get("requests")), *(ms(qv(d.get(m.summary_key), q)) for m, q in quantiles)]
             for v, d in vs.items()]
     headers = ["version", "requests", *(f"{m.label} {q}" for m, q in quantiles)]
@@ -234,12 +237,36 @@ def versions(s: Mapping) -> str:
     return section("versions", "Route versions", out)
 
 
+def engines(s: Mapping) -> str:
+    """Every replica and engine (``server.engines``): one row each, when the server is more than one engine."""
+    srv = s.get("server") or {}
+    es = srv.get("engines") or []
+    if len(es) < 2:
+        return ""
+    rows = []
+    for e in es:
+        kv, q, run = e.get("kv_cache_usage") or {}, e.get("queue_time_ms") or {}, e.get("requests_running") or {}
+        who = [escape(str(e.get(k) or "–")) for k in ("target", "role", "engine")]
+        rows.append([*who, num(e.get("requests_finished")), ratio(kv.get("mean")), ratio(kv.get("max")),
+                     num(run.get("mean"), 1), num(e.get("requests_waiting_max")), ms(q.get("p50")), ms(q.get("p99")),
+                     num(e.get("preemptions")), ratio(e.get("prefix_cache_hit_rate")), num(e.get("num_gpu_blocks"))])
+    out = table(["target", "role", "engine", "finished", "KV mean", "KV max", "running mean", "waiting max",
+                 "queue p50", "queue p99", "preemptions", "prefix hit rate", "KV blocks"], rows, cls="num", raw=True)
+    bn = (s.get("attribution") or {}).get("bottleneck") or {}
+    text = f"{len(es)} engines, {num(srv.get('kv_blocks_total'))} KV blocks in all."
+    if bn.get("cause") == "engine_imbalance":
+        text += f" Imbalance: {bn.get('evidence')}."
+    return section("engines", "Replicas and engines", out + note(text))
+
+
 SECTIONS: dict[str, Callable[[Mapping], str]] = {
     "overview": overview,
+    "capacity": capacity,
     "latency": latency,
     "stages": stages,
     "distributions": distributions,
     "server": server_timeline,
+    "engines": engines,
     "slo": slo,
     "attribution": attribution,
     "versions": versions,

@@ -30,6 +30,10 @@ class Series:
     right: bool = False
     """Plot against the right-hand axis."""
     dashed: bool = False
+    points: bool = False
+    """Points only, no line between them (e.g. a search's probes, where one load is probed twice)."""
+    tips: Sequence[str] = ()
+    """A tooltip per point (its ``<title>``), in the order of ``xs``."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,6 +156,14 @@ def _path(s: Series, x: _Scale, y: _Scale) -> list[str]:
     if seg:
         pts.append(seg)
     dash = ' stroke-dasharray="6 4"' if s.dashed else ""
+    if s.points:  # every finite point, with its tooltip
+        for i, (xv, yv) in enumerate(zip(s.xs, s.ys, strict=False)):
+            if yv is None or not math.isfinite(float(yv)):
+                continue
+            tip = f"<title>{escape(s.tips[i])}</title>" if i < len(s.tips) else ""
+            out.append(f'<circle cx="{x(float(xv)):.1f}" cy="{y(float(yv)):.1f}" r="4.5" fill="{s.color}" '
+                       f'fill-opacity="0.85" class="point">{tip}</circle>')
+        return out
     for seg in pts:
         d = " ".join(f"{'M' if i == 0 else 'L'}{px:.1f},{py:.1f}" for i, (px, py) in enumerate(seg))
         out.append(f'<path d="{d}" fill="none" stroke="{s.color}" stroke-width="2"{dash} class="line"/>')
@@ -167,8 +179,11 @@ def _legend(series: Sequence[Series]) -> list[str]:
         dash = ' stroke-dasharray="6 4"' if s.dashed else ""
         side = " (right)" if s.right else ""
         label = escape(s.name + side)
-        out.append(f'<line x1="{px}" y1="{py - 4}" x2="{px + 18}" y2="{py - 4}" stroke="{s.color}" '
-                   f'stroke-width="2.5"{dash}/>')
+        if s.points:
+            out.append(f'<circle cx="{px + 9}" cy="{py - 4}" r="4.5" fill="{s.color}"/>')
+        else:
+            out.append(f'<line x1="{px}" y1="{py - 4}" x2="{px + 18}" y2="{py - 4}" stroke="{s.color}" '
+                       f'stroke-width="2.5"{dash}/>')
         out.append(f'<text x="{px + 22}" y="{py}" class="lg">{label}</text>')
         px += 30 + 6.5 * len(s.name + side)
     return out

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 
-from telemetry.metrics import having
+from telemetry.metrics import having, reasoned_in, shown
 from telemetry.outputs.report.fmt import ms, num
 from telemetry.outputs.report.parts import figure, note, qv, section
 from telemetry.outputs.report.svg import PALETTE, Band, Marker, Series, histogram_chart, line_chart
@@ -56,8 +56,8 @@ DISTRIBUTIONS = {m.key: m.label for m in having("distribution")}
 
 def distributions(s: Mapping) -> str:
     hists = s.get("histograms") or {}
-    figs = [figure(_distribution(f"{label} distribution", hists.get(key), s.get(f"{key}_ms")))
-            for key, label in DISTRIBUTIONS.items()]
+    figs = [figure(_distribution(f"{DISTRIBUTIONS[key]} distribution", hists.get(key), s.get(f"{key}_ms")))
+            for key in shown(DISTRIBUTIONS, reasoned_in(s))]
     figs = [f for f in figs if f]
     if not figs:
         return section("distributions", "Latency distributions", note("No latency histograms in the summary."))

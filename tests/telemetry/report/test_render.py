@@ -164,3 +164,42 @@ def test_numbers_for_people():
 
     assert [ms(-0.04), ms(-0.2), ms(12.345), ms(1234.5), ms(None), ms(float("nan"))] == \
         ["0.0", "-0.2", "12.3", "1,234", "–", "–"]
+
+
+def test_a_fleet_has_a_row_per_engine_and_names_the_imbalanced_one():
+    s = single_stage_no_server()
+
+    def engine(name: str, finished: int) -> dict:
+        return {"target": "vllm:8000", "role": None, "engine": name, "requests_finished": finished,
+                "kv_cache_usage": {"mean": 0.25, "max": 0.5}, "requests_running": {"mean": 2.0, "max": 4},
+                "requests_waiting_max": 1, "queue_time_ms": {"p50": 12.0, "p99": 80.0}, "preemptions": 0,
+                "prefix_cache_hit_rate": None, "num_gpu_blocks": 512}
+
+    s["server"] = {**s["server"], "engines": [engine("0", 40), engine("1", 7)], "kv_blocks_total": 1024}
+    s["attribution"] = {**(s.get("attribution") or {}),
+                        "bottleneck": {"cause": "engine_imbalance", "engine": "1", "evidence": "engine 1 off <b>",
+                                       "source": "server_metrics"}}
+    html = render(s)
+    _check(html)
+    part = html[html.index('id="engines"'):]
+    assert part.count("<tr>") >= 3 and ">40<" in part and ">7<" in part and "1,024 KV blocks" in part
+    assert "engine 1 off &lt;b&gt;" in part  # the evidence is text, escaped
+    one = single_stage_no_server()
+    one["server"] = {**one["server"], "engines": [engine("0", 40)]}
+    assert 'id="engines"' not in render(one)
+
+
+def test_reasoning_only_metrics_shown_only_when_something_reasoned():
+    """Without reasoning TTFA equals TTFT: the report leaves its card, columns, series and distribution out; once a
+    request reasoned they are all there."""
+    plain = sweep_summary()
+    for st in plain["stages"]:
+        st["ttfa_ms"] = st["ttft_ms"]
+    plain["ttfa_ms"], plain["histograms"]["ttfa"] = plain["ttft_ms"], plain["histograms"]["ttft"]
+    html = render(plain)
+    assert "TTFA" not in html and "<th>thinking span p50</th>" not in html
+    thought = {**plain, "tokens": {**plain["tokens"], "reasoning": 1000, "answer": 383000}}
+    html = render(thought)
+    assert '<div class="k">TTFA p99</div>' in html and "<th>TTFA p50</th>" in html
+    assert "<th>thinking span p50</th>" in html
+    assert "TTFA distribution" in _titles(html) and ">TTFA p99</text>" in html
