@@ -164,8 +164,8 @@ def test_the_scan_refuses_what_the_decode_would_read_otherwise(seed: int) -> Non
         shape = ChunkShape.learn(p, json.loads(p))
         if shape is not None:
             shapes.append(shape)
-    if not shapes:
-        pytest.skip("a spaced stream: nothing learned")
+    if not shapes:  # a spaced stream: nothing learned, every chunk takes the full decode (tested above)
+        return
     for p in rng.sample(payloads, min(len(payloads), 12)):
         for shape in shapes[:3]:
             for m in _mutants(rng, p):
