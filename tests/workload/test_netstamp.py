@@ -58,3 +58,18 @@ def test_the_kernel_stamp_is_read_in_one_place() -> None:
                     isinstance(node, ast.Constant) and node.value == "SO_TIMESTAMPNS"):
                 named.add(mod)
     assert named == {"workload.netstamp"}
+
+
+def test_the_offset_comes_from_the_narrowest_bracket_of_the_readers_clock(monkeypatch) -> None:
+    """A pause between the reader's clock and the wall clock (a preempted reader) must not shift the offset: the
+    narrowest of the tries wins."""
+    wall = time.time()
+    readings = iter([0.0, 0.200, 10.0, 10.000001])  # first try: 200 ms preempted inside; second: 1 µs wide
+
+    def clock() -> float:
+        return next(readings)
+
+    walls = iter([wall, wall + 10.1])
+    monkeypatch.setattr(netstamp.time, "time", lambda: next(walls))
+    offset = netstamp.realtime_offset(clock)
+    assert offset == pytest.approx(wall + 10.1 - 10.0000005, abs=1e-9)  # the second try's midpoint
