@@ -22,7 +22,7 @@ import numpy as np
 from server.core.faults import KINDS, parse_faults
 from server.core.http import Connection, WriteBatcher
 from server.sim.api import REASONING_FIELDS, SimApp
-from server.sim.engine import Engine
+from server.sim.engine import BatchCap, Engine
 from server.sim.faults import DEFAULT_KINDS, Faults
 from server.sim.fleet import Fleet, FleetCollector
 from server.sim.metrics import EngineMetrics, SimCollector, make_registry
@@ -72,14 +72,16 @@ def _fault_kinds(text: str) -> tuple[str, ...]:
         raise argparse.ArgumentTypeError(str(e)) from None
 
 
-def _batch_cap(text: str) -> tuple[float, int]:
+def _batch_cap(text: str) -> BatchCap:
     t, sep, n = text.partition(":")
+    after_first = t.startswith("+")
     try:
         if sep:
-            return non_negative_seconds(t), positive_int(n)
+            return BatchCap(non_negative_seconds(t[1:] if after_first else t), positive_int(n), after_first)
     except argparse.ArgumentTypeError:
         pass
-    raise reject("T:N (from second T of simulated time, at most N running sequences, N >= 1)", text)
+    raise reject("T:N or +T:N (from second T of simulated time, or T seconds after the first request with +T; at "
+                 "most N running sequences, N >= 1)", text)
 
 
 SPEC_ACCEPTANCE_DEFAULT = 0.7
@@ -192,7 +194,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "rank); repeatable")
     faults.add_argument("--batch-cap-at", type=_batch_cap, metavar="T:N",
                         help="from simulated second T on (wall second T/S with --time-scale S), admit no more than N "
-                        "running sequences")
+                        "running sequences; +T:N counts T from the first request the engine is given (a load whose "
+                        "start-up time is unknown still gets T seconds uncapped)")
     pd = p.add_argument_group("prefill/decode disaggregation (this simulator as the decode instance)")
     pd.add_argument("--kv-transfer-from", type=url_or_off, metavar="URL",
                     help="the prefill instance's base URL: each request is prefilled there (max_tokens=1), its KV "
@@ -221,7 +224,7 @@ class SimSettings:
     legacy_metrics: bool
     fault_rate: float
     fault_kinds: tuple[str, ...]
-    batch_cap_at: tuple[float, int] | None
+    batch_cap_at: BatchCap | None
     notes: list[str] = field(default_factory=list)
     otlp_traces_endpoint: str | None = None
     reasoning: str | None = None

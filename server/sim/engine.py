@@ -20,6 +20,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable
+from typing import NamedTuple
 
 from server.sim.cost import CostModel
 from server.sim.metrics import EngineMetrics
@@ -49,16 +50,27 @@ class SimClock:
         return (time.perf_counter() - self.t0) * self.scale
 
 
+class BatchCap(NamedTuple):
+    """``--batch-cap-at``: from simulated second ``at`` (counted from the first request the engine is given when
+    ``after_first``, else from the start) admit at most ``running`` sequences."""
+
+    at: float
+    running: int
+    after_first: bool = False
+
+
 class Engine:
     def __init__(self, scheduler: Scheduler, cost: CostModel, metrics: EngineMetrics, time_scale: float = 1.0,
-                 batch_cap_at: tuple[float, int] | None = None, flush: Callable[[], None] | None = None):
+                 batch_cap_at: tuple[float, int] | BatchCap | None = None, flush: Callable[[], None] | None = None):
         self.sched = scheduler
         self.flush = flush or (lambda: None)
         """Sends what the sinks queued; called before the loop waits (see :class:`server.core.http.WriteBatcher`)."""
         self.cost = cost
         self.metrics = metrics
         self.clock = SimClock(time_scale)
-        self.batch_cap_at = batch_cap_at
+        self.batch_cap_at = None if batch_cap_at is None else BatchCap(*batch_cap_at)
+        self._first_arrival_sim: float | None = None
+        """The simulated second of the first request (the anchor of a ``+T`` batch cap)."""
         self.steps = 0
         self._wake = asyncio.Event()
         self._stopping = False
@@ -72,6 +84,8 @@ class Engine:
     def submit(self, req: SimRequest, arrival: float | None = None) -> None:
         """Queue ``req``; ``arrival``: when it reached the server (default now; earlier when its KV was awaited)."""
         req.arrival = self.clock.now() if arrival is None else arrival
+        if self._first_arrival_sim is None:
+            self._first_arrival_sim = self.clock.sim()
         self.metrics.request_max_tokens.observe(req.max_tokens)
         self.sched.add(req)
         self._wake.set()
@@ -96,9 +110,12 @@ class Engine:
     # ---- the loop ---------------------------------------------------------------------------
     def _apply_batch_cap(self) -> None:
         cap = self.batch_cap_at
-        if cap is not None and self.sched.batch_cap is None and self.clock.sim() >= cap[0]:
-            self.sched.batch_cap = cap[1]
-            log.info("batch cap: at most %d running sequences from t=%.1fs (sim time)", cap[1], cap[0])
+        if cap is None or self.sched.batch_cap is not None:
+            return
+        start = self._first_arrival_sim if cap.after_first else 0.0
+        if start is not None and self.clock.sim() >= start + cap.at:
+            self.sched.batch_cap = cap.running
+            log.info("batch cap: at most %d running sequences from t=%.1fs (sim time)", cap.running, start + cap.at)
 
     async def run(self) -> None:
         sched, clock, cost, flush = self.sched, self.clock, self.cost, self.flush

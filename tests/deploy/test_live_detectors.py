@@ -108,7 +108,9 @@ def test_batching_gauge_flips_within_four_windows_of_the_cap(tmp_path):
 def test_stop_on_batching_ends_the_run_and_says_why(tmp_path):
     port = free_port()
     out = tmp_path / "summary.json"
-    sim, _url = start_sim("--batch-cap-at=8:1", port=port)
+    # 8 s after the first request, however long the locust start takes on a busy box (a cap at the simulator's
+    # second 8 once landed before a slow start's first request, and the baseline itself was the collapse)
+    sim, _url = start_sim("--batch-cap-at=+8:1", port=port)
     with sim:
         argv = [LOCUST, "-f", "locustfile.py", "--headless", "--host", f"http://127.0.0.1:{port}", "--only-summary",
                 "--prometheus-port", "0", "--llm-summary-json", str(out), "-t", "60s", "--llm-stop-on", "batching",

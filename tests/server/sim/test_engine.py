@@ -103,3 +103,29 @@ def test_batch_cap_from_second_t_limits_running_sequences():
     assert max(run for run, _ in seen) == 4  # running ones are not evicted at T
     assert all(run <= 1 for run, n_done in seen if n_done == 4)  # once they drain, one at a time
     assert all(r.rid in done for r in late) and engine.sched.num_preemptions == 0
+
+
+def test_batch_cap_after_the_first_request_counts_from_its_arrival():
+    """``+T:N``: an engine idle for longer than T before its first request still runs T seconds uncapped after it."""
+    cost = CostModel(10.0, 0.0, 0.0, 0.0)
+    done: dict = {}
+    engine = _engine(cost, 10.0, cap=(0.5, 1, True))  # 0.5 simulated seconds after the first request
+    reqs = [_request(i, 200, done) for i in range(3)]  # 2 simulated seconds each
+    seen: list[tuple[float, int]] = []
+
+    async def main():
+        task = asyncio.create_task(engine.run())
+        await asyncio.sleep(0.1)  # 1 simulated second idle: past T from the start, not from the first request
+        assert engine.sched.batch_cap is None
+        first = engine.clock.sim()
+        for r in reqs:
+            engine.submit(r)
+        while len(done) < len(reqs):
+            seen.append((engine.clock.sim() - first, engine.sched.batch_cap))
+            await asyncio.sleep(0.002)
+        engine.stop()
+        await task
+
+    asyncio.run(main())
+    assert all(cap is None for t, cap in seen if t < 0.45) and any(t < 0.45 for t, _ in seen)
+    assert all(cap == 1 for t, cap in seen if t > 0.6) and any(t > 0.6 for t, _ in seen)
