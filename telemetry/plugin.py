@@ -31,7 +31,7 @@ from run.context import attach
 from telemetry.control.capacity import StageJudge
 from telemetry.control.routing import RouteSwitch, fallback_section, versions_section
 from telemetry.hub import TelemetryHub
-from telemetry.measure.distributed import WorkerWatch, drain_final_reports
+from telemetry.measure.distributed import WorkerWatch, drain_final_reports, flush_to_master
 from telemetry.measure.targets import metrics_url
 from telemetry.options import PROMETHEUS_HOST_DEFAULT
 from telemetry.outputs.end_of_run import RunOutputs
@@ -175,7 +175,11 @@ class WorkerRole(_RunsUsers):
     def register(self) -> Role:
         super().register()
         self._on(self.environment.events.report_to_master, self.on_report_to_master)
+        self._on(self.environment.events.quit, self.on_quit)
         return self
+
+    def on_quit(self, exit_code=None, **_kw) -> None:
+        flush_to_master(self.environment.runner)
 
     def on_test_start(self, environment=None, **_kw) -> None:
         super().on_test_start()

@@ -19,7 +19,7 @@ from locust.rpc import Message
 
 from run.context import attach
 from shapes.stage import StageBoard
-from telemetry.measure.distributed import WorkerWatch, drain_final_reports
+from telemetry.measure.distributed import WorkerWatch, drain_final_reports, flush_to_master
 from telemetry.measure.runstate import RunState, WorkerInfo
 from telemetry.plugin import install
 from tests.support import free_port, wait_until
@@ -114,6 +114,40 @@ def test_drain_quits_a_runner_locust_has_not_quit_yet():
     env, _ = _env(runner)
     assert drain_final_reports(env, timeout_s=5) == set()
     assert runner.quits == 1
+
+
+def test_a_quitting_worker_writes_its_last_messages_before_its_socket_goes():
+    # Locust's own RPC pair over a real zmq connection: what the worker sent just before its end reaches the master,
+    # and its socket and context are closed by the flush (a process that exits right after loses nothing)
+    from locust.rpc import zmqrpc
+
+    port = free_port()
+    server = zmqrpc.Server("127.0.0.1", port)
+    client = zmqrpc.Client("127.0.0.1", port, "w1")
+    try:
+        client.send(_stats("w1", 7))
+        client.send(_quit("w1"))
+        assert flush_to_master(SimpleNamespace(client=client)) is True
+        assert client.socket.closed and client.socket.context.closed
+        got = [server.recv_from_client()[1] for _ in range(2)]
+        assert [(m.type, m.data) for m in got] == [("stats", {"llm": {"requests": 7}}), ("quit", None)]
+    finally:
+        server.close(linger=0)
+    assert flush_to_master(SimpleNamespace(client=client)) is False  # already flushed: nothing to do
+    assert flush_to_master(SimpleNamespace()) is False  # a runner without a master connection (local, master)
+
+
+def test_the_worker_role_flushes_on_locusts_quit_event(monkeypatch):
+    import telemetry.plugin as plugin
+
+    flushed = []
+    monkeypatch.setattr(plugin, "flush_to_master", flushed.append)
+    env = Environment(parsed_options=options())
+    runner = SimpleNamespace(client=None)
+    env.runner = runner
+    plugin.WorkerRole(env, plugin.TelemetryHub(env)).register()
+    env.events.quit.fire(exit_code=0)
+    assert flushed == [runner]
 
 
 def test_worker_watch_warns_once_when_lost_and_forgets_it_when_it_heartbeats_again(caplog):
