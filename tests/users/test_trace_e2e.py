@@ -4,8 +4,8 @@ blocks and exports vLLM's prefix-cache counters. The test writes its own traces 
 1. Every trace line is sent once, at the trace's own time (``--trace-speedup 2``: the scheduled send times are
    the trace's offsets halved), with its input_length as the server counts it and its output_length; a burst
    larger than the user pool is sent late and its lateness is client queue time.
-2. Lines whose hash_ids share their first two blocks hit the server's prefix cache (hit rate > 0.5) and get a
-   lower TTFT p50 than the same lengths with all ids distinct (hit rate ~0).
+2. Lines whose hash_ids share their first two blocks hit the server's prefix cache (hit rate > 0.5) and take the
+   server less prefill time than the same lengths with all ids distinct (hit rate ~0).
 3. Master + 2 workers share the lines: each sent once, none unsent.
 4. A malformed line stops locust at start with ``file:line``.
 """
@@ -89,11 +89,18 @@ def test_trace_lines_are_replayed_on_their_clock_and_shared_blocks_hit_the_prefi
     shared, distinct = _stage(runs["shared"].summary), _stage(runs["distinct"].summary)
     assert shared["prefix_cache_hit_rate"] > 0.5, shared
     assert distinct["prefix_cache_hit_rate"] < 0.1, distinct
-    assert shared["ttft_ms"]["p50"] < distinct["ttft_ms"]["p50"], (shared["ttft_ms"], distinct["ttft_ms"])
+    # what the cache saves is prefill: the server's own prefill time (its histogram's exact mean over the run) is
+    # lower for the shared lines. Not the client's TTFT p50, which counts from the trace's scheduled time and so
+    # carries each run's client lateness: on a busy box (CI) one run's lateness alone put the shared p50 above
+    prefill = {k: r.summary["attribution"]["decomposition"]["prefill_ms"] for k, r in runs.items()}
+    assert prefill["shared"]["count"] == prefill["distinct"]["count"] == LINES, prefill
+    assert prefill["shared"]["mean"] < prefill["distinct"]["mean"], prefill
     print(f"trace replay: {LINES} lines, {LINES} sent; prefix cache hit rate {shared['prefix_cache_hit_rate']:.3f} "
-          f"shared vs {distinct['prefix_cache_hit_rate']:.3f} distinct; TTFT p50 {shared['ttft_ms']['p50']:.1f} vs "
-          f"{distinct['ttft_ms']['p50']:.1f} ms; late {runs['shared'].summary['open_loop']['stages'][0]['late']}, "
-          f"client queue max {shared['client_queue_ms']['max']:.1f} ms")
+          f"shared vs {distinct['prefix_cache_hit_rate']:.3f} distinct; server prefill mean "
+          f"{prefill['shared']['mean']:.1f} vs {prefill['distinct']['mean']:.1f} ms; client TTFT p50 "
+          f"{shared['ttft_ms']['p50']:.1f} vs {distinct['ttft_ms']['p50']:.1f} ms; late "
+          f"{runs['shared'].summary['open_loop']['stages'][0]['late']}, client queue max "
+          f"{shared['client_queue_ms']['max']:.1f} ms")
 
 
 @pytest.mark.slow
