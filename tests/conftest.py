@@ -99,6 +99,19 @@ def pytest_xdist_make_scheduler(config, log):
     return EngineGroupScheduling(config, log)
 
 
+@pytest.fixture(autouse=True)
+def _the_box(request, tmp_path_factory):
+    """Under xdist a test with real processes holds the box shared, an ``exclusive`` one alone (tests/boxlock.py)."""
+    from tests import boxlock  # noqa: PLC0415
+
+    exclusive = request.node.get_closest_marker("exclusive") is not None
+    if not boxlock.sharing() or not (exclusive or request.node.get_closest_marker("slow") is not None):
+        yield
+        return
+    with boxlock.hold(tmp_path_factory.getbasetemp().parent, exclusive):
+        yield
+
+
 QUICK_COMMANDS = {"git"}
 """Commands that are no real process in this sense: the run record's ``git rev-parse`` (milliseconds), which every
 summary built in a test runs."""
