@@ -32,13 +32,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
 import urllib.request
 from pathlib import Path
 
+from server.core.ports import free_port as _free_port
 from workload.argtypes import milliseconds, non_negative_seconds, positive_int, seconds
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -49,12 +49,6 @@ TTFT_MS = 50.0
 TARGET = 1.25
 """Users' CPU per token over the bare reader's, where neither the server nor the machine is the limit."""
 QUIET = ["--prometheus-port", "0", "--server-metrics-url", "off"]  # no port clash, no scraping of /metrics
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _stats(host: str) -> dict:

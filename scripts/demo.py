@@ -11,23 +11,17 @@ from __future__ import annotations
 import argparse
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
 import urllib.request
 from pathlib import Path
 
+from server.core.ports import free_port as _free_port
 from telemetry.options import LLM_PROGRESS_INTERVAL_DEFAULT
 from workload.argtypes import non_negative_seconds, positive_int
 
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _wait_ready(url: str, proc: subprocess.Popen, timeout: float = 60.0) -> None:

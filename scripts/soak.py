@@ -22,6 +22,8 @@ import time
 import urllib.request
 from pathlib import Path
 
+from server.core.ports import free_port as _free_port
+
 ROOT = Path(__file__).resolve().parent.parent
 PY = sys.executable
 LOCUST = str(Path(PY).parent / "locust")
@@ -32,14 +34,6 @@ GREENLET_SLACK = 8
 """Greenlets may differ by this many (a request's greenlet finishing or starting at the moment)."""
 USERS = 16
 FAULTS = "500,429,cut,junk,stall,nodone"
-
-
-def _free_port() -> int:
-    import socket  # noqa: PLC0415
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _wait_http(url: str, timeout: float = 30.0) -> None:

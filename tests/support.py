@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -22,15 +21,11 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from server.core.ports import free_port  # noqa: F401  (the tests' one port picker)
+
 ROOT = Path(__file__).resolve().parent.parent
 PY = sys.executable
 LOCUST = str(Path(PY).parent / "locust")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class Proc:
