@@ -20,7 +20,7 @@ import pytest
 
 from tests.users.e2e import quantile_ms, run_locust, scripted
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.exclusive]  # timings to the ms against the script: the box to itself
 
 
 def _all(rows: list[dict], key: str) -> list[float]:

@@ -144,16 +144,24 @@ def test_reasoning_split_ttfa_and_tokens(tmp_path):
     print(f"{field}: {ok} requests, TTFT p50 {ttft:.1f} ms, TTFA p50 {ttfa:.1f} ms, thinking p50 {thinking:.1f} ms, "
           f"ITL p50 {itl:.3f} ms, thinking / (200 x ITL) {thinking / (REASONING * itl):.4f}, "
           f"tokens {s['tokens']['reasoning']} reasoning / {s['tokens']['answer']} answer")
-    assert ttfa - ttft == pytest.approx(thinking, rel=0.02)
-    # the same from the exact per-request values (the summary's quantiles are sketches, 1 % relative accuracy)
+    # the exact per-request values: per request TTFA = TTFT + thinking, and the thinking span is the request's own
+    # first REASONING gaps (one token a step: the first token and the REASONING - 1 after it think). Per request, not
+    # p50(TTFA) - p50(TTFT) or 200 x the ITL p50: a difference of medians is no median of differences, and a busy
+    # box's stalls skew the gaps (CI: 2298 vs 2214 ms, thinking / (200 x ITL p50) 0.972), while these hold exactly
     rows = [r for r in run.results if r.get("ok")]
     assert [r["reasoning_tokens"] for r in rows] == [REASONING] * len(rows) == [REASONING] * ok
     span, step = median(r["thinking"] for r in rows), median(x for r in rows for x in r["itl"])
     print(f"{field} exact: thinking p50 {span * 1e3:.2f} ms, ITL p50 {step * 1e3:.3f} ms, "
           f"ratio {span / (REASONING * step):.4f}")
-    assert span == pytest.approx(REASONING * step, rel=0.02)
     assert all(r["ttfa"] - r["ttft"] == pytest.approx(r["thinking"], abs=1e-9) for r in rows)
-    assert thinking == pytest.approx(REASONING * itl, rel=0.02), (thinking, itl)
+    assert all(r["thinking"] == pytest.approx(sum(r["itl"][:REASONING]), abs=1e-6) for r in rows), \
+        [(r["thinking"], sum(r["itl"][:REASONING])) for r in rows]
+    # the summary's quantiles are sketches of the same values (1 % relative accuracy): its thinking p50 lies between
+    # the exact lower and upper medians, its ITL p50 at the exact one
+    exact = sorted(r["thinking"] * 1000 for r in rows)
+    lo, hi = exact[(len(exact) - 1) // 2], exact[len(exact) // 2]
+    assert 0.99 * lo <= thinking <= 1.01 * hi, (thinking, exact)
+    assert itl == pytest.approx(step * 1000, rel=0.02), (itl, step)
     # the per-request log: every reasoning figure in every line, equal to the exact per-request values
     lines = [line for line in read_records(jsonl) if line["ok"]]
     assert len(lines) == ok
