@@ -71,11 +71,17 @@ def test_starved_worker_is_reported_client_bound(tmp_path):
          str(summary), "StreamingChatUser", "CpuHogUser"],
         workers=1, locustfile=locustfile, master_env={"LLM_TEST_RESULTS": str(tmp_path / "m.jsonl")},
         worker_env=lambda _i: {"LLM_TEST_RESULTS": str(tmp_path / "w.jsonl")})
-    with server, cluster as (master, (worker,)):
+    # the server answers before the master starts: a master checks its --host at start and exits 2 when it does
+    # not answer (CI, a busy box: the server still importing, the master gone, the worker retrying for 30 s)
+    with server:
         wait_http(f"{host}/health", proc=server)
-        rc = master.wait(60)
-        worker.wait(30)
-        out = master.output()
+        with cluster as (master, (worker,)):
+            rc = master.wait(60)
+            out = master.output()
+            try:
+                worker.wait(30)
+            except AssertionError as e:
+                raise AssertionError(f"{e}\n--- the master's output (rc {rc}) ---\n{out[-3000:]}") from None
     assert rc in (0, 1), out[-3000:]
     assert "Traceback" not in out, out[-3000:]
     full = json.loads(summary.read_text())
