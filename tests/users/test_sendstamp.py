@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 
 import gevent
@@ -10,7 +11,7 @@ import orjson
 import pytest
 from geventhttpclient import HTTPClient
 
-from tests.support import PY, Proc, free_port, wait_http
+from tests.support import PY, Proc, free_port, http_get, wait_http
 from users import sendstamp
 from users.client import Call, exchange
 from users.result import RequestMeta
@@ -76,6 +77,10 @@ def test_a_slow_socket_hand_out_is_not_time_to_first_token() -> None:
                     meta=RequestMeta(max_tokens=4, user_class="t", name="t"), stream=True, prompt_tokens_client=1)
         results = [exchange(http, call) for _ in range(2)]
         http.close()
+        sent = json.loads(http_get(f"http://127.0.0.1:{port}/stats"))["ttft_sent_ms"]
+    # against what the server really sent (its clock starts at the request's kernel arrival stamp): a busy box
+    # delays the server's own first token too (CI: 148 ms for a scripted 100), which an absolute bound took for ours
     for r in results:
         assert r.ok and r.output_tokens == 4, r.error_message
-        assert 0.099 <= r.ttft_s <= 0.130, r.ttft_s  # 60 ms more if t0 were taken before the hand-out
+        # 60 ms more if t0 were taken before the hand-out
+        assert 0.099 <= r.ttft_s <= sent["max"] / 1000 + 0.03, (r.ttft_s, sent)
