@@ -9,7 +9,6 @@ import socket
 
 from server.core import ports
 
-
 WORKER = os.environ.get("PYTEST_XDIST_WORKER")
 """This process's own slice, put back after each test (the rest of its tests pick from it)."""
 
