@@ -81,6 +81,19 @@ def _kind_of_status(status: int) -> str:
     return "http_5xx" if status >= 500 else "http_4xx"
 
 
+def _answered(e: HTTPParseError) -> bool:
+    """The parse error came after a final (2xx-5xx) status and its headers, read in the same recv as the
+    broken body: the server answered, then broke the stream, whether or not its bytes shared a packet.
+    geventhttpclient raises from inside the response's constructor, so its frame is the only handle."""
+    tb = e.__traceback__
+    while tb is not None:
+        resp = tb.tb_frame.f_locals.get("self")
+        if isinstance(resp, HTTPSocketPoolResponse):
+            return bool(resp.headers_complete) and resp.get_code() >= 200
+        tb = tb.tb_next
+    return False
+
+
 def _not_a_stream(resp: HTTPSocketPoolResponse, live: LiveRequest) -> LLMError | None:
     """A stream answered with a body that is declared as something else (an HTML error page from a proxy,
     a JSON object): the error it is, read whole up to the error body limit; None for an event stream (or
@@ -124,7 +137,11 @@ def exchange(
             resp = http.request("POST", call.path, body=call.body, headers=call.headers)
         except TimeoutError:
             raise LLMError("timeout", "no response headers within the request timeout") from None
-        except (OSError, HTTPParseError) as e:
+        except HTTPParseError as e:
+            if _answered(e):  # broken framing in the body bytes that came with the headers: the same bytes
+                raise LLMError("stream_cut", f"HTTPParseError after the headers: {e}") from None  # as a later read
+            raise LLMError("connection", f"{type(e).__name__}: {e}") from None
+        except OSError as e:
             raise LLMError("connection", f"{type(e).__name__}: {e}") from None
         finally:  # the request went out when its socket left the pool (users.sendstamp), not at this call
             t_sent = sendstamp.written_at(pool, t_sent)

@@ -61,7 +61,7 @@ def _html(sock) -> bool:
 
 def _chunked_garbage(sock) -> bool:
     sock.sendall(sse_head() + chunk(_DELTA % 1))
-    gevent.sleep(0.05)  # mid-stream (garbage in the headers' own packet fails the request as `connection`)
+    gevent.sleep(0.05)  # mid-stream; in the headers' own packet it is a stream_cut too (users.client._answered)
     sock.sendall(b"zz-not-a-size\r\ngarbage\r\n")
     return False
 

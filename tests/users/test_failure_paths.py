@@ -173,6 +173,42 @@ def test_answer_with_usage_takes_the_servers_counts():
     assert r.ok and (r.token_source, r.output_tokens, r.prompt_tokens, r.prompt_tokens_client) == ("usage", 7, 17, 16)
 
 
+# ---- broken HTTP framing: where it breaks decides the kind, not how the bytes were packeted --------------
+
+_TOKEN = b'{"choices":[{"index":0,"delta":{"content":"tok "}}]}'
+
+
+def test_garbage_chunk_in_the_headers_own_packet_is_a_stream_cut():
+    # one sendall: the status, the headers, a token and a broken chunk size reach the parser in one read
+    raw = sse_head() + chunk(_TOKEN) + b"zz-not-a-size\r\ngarbage\r\n"
+    with hostile(_reply(raw, keep=False)) as (host, _):
+        run = first_request(StreamingChatUser, host)
+    r = run.result
+    assert (r.ok, r.error_kind) == (False, "stream_cut"), r.error_message
+    assert r.error_message.startswith("stream_cut: HTTPParseError after the headers: "), r.error_message
+
+
+def test_garbage_chunk_after_a_token_read_is_a_stream_cut_after_that_token():
+    def answer(sock, _req):
+        sock.sendall(sse_head() + chunk(_TOKEN))
+        gevent.sleep(0.3)
+        sock.sendall(b"zz-not-a-size\r\ngarbage\r\n")
+        return False
+
+    with hostile(answer) as (host, _):
+        run = first_request(StreamingChatUser, host)
+    assert run.result.error_kind == "stream_cut"
+    assert run.result.error_message.startswith("stream_cut: HTTPParseError after 1 tokens: "), run.result.error_message
+
+
+def test_garbage_before_the_headers_end_is_a_connection_failure():
+    with hostile(_reply(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n\x01bad header\r\n\r\n", keep=False)
+                 ) as (host, _):
+        run = first_request(StreamingChatUser, host)
+    assert run.result.error_kind == "connection", run.result.error_message
+    assert run.result.error_message.startswith("connection: HTTPParseError: "), run.result.error_message
+
+
 # ---- HTTP error bodies: quoted, stripped, cut at 300 characters ----------------------------------------
 
 
