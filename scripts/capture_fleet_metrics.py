@@ -13,10 +13,11 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import tempfile
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+
+from scripts.tiny_engine import tiny_engine
 
 OUT = Path(__file__).resolve().parent.parent / "tests" / "contract" / "fleet" / "metrics_dp2.txt"
 REQUESTS = 6
@@ -52,18 +53,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.url:
         capture(args.url.rstrip("/"), args.out)
         return 0
-    from tests.vllm.engine import EnginePool, missing_reason
-
-    if (why := missing_reason()) is not None:
-        sys.exit(f"capture_fleet_metrics: {why}")
-    with tempfile.TemporaryDirectory(prefix="capture-fleet-") as tmp:
-        pool = EnginePool(Path(tmp))
-        try:
-            server = pool.serve("8M", ("--data-parallel-size", "2"))
-            print(f"vLLM (DP=2) healthy in {server.start_s:.1f} s on {server.url}")
-            capture(server.url, args.out)
-        finally:
-            pool.shut()
+    with tiny_engine("capture_fleet_metrics", "8M", ("--data-parallel-size", "2")) as url:
+        capture(url, args.out)
     return 0
 
 

@@ -13,9 +13,10 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import tempfile
 import urllib.request
 from pathlib import Path
+
+from scripts.tiny_engine import tiny_engine
 
 OUT = Path(__file__).resolve().parent.parent / "tests" / "contract" / "server_env"
 
@@ -44,18 +45,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.url:
         capture(args.url.rstrip("/"), args.out)
         return 0
-    from tests.vllm.engine import EnginePool, missing_reason
-
-    if (why := missing_reason()) is not None:
-        sys.exit(f"capture_server_env: {why}")
-    with tempfile.TemporaryDirectory(prefix="capture-env-") as tmp:
-        pool = EnginePool(Path(tmp))
-        try:
-            server = pool.serve("64M")
-            print(f"vLLM healthy in {server.start_s:.1f} s on {server.url}")
-            capture(server.url, args.out)
-        finally:
-            pool.close()
+    with tiny_engine("capture_server_env", "64M") as url:
+        capture(url, args.out)
     return 0
 
 

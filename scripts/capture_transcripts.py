@@ -19,12 +19,12 @@ from __future__ import annotations
 import argparse
 import http.client
 import json
-import sys
-import tempfile
 import urllib.parse
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from scripts.tiny_engine import tiny_engine
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "tests" / "fixtures" / "sse"
@@ -161,23 +161,10 @@ def main(argv: list[str] | None = None) -> int:
         for name in chosen:
             capture_all(args.url.rstrip("/"), args.model, args.out, SETS[name][0])
         return 0
-    if str(ROOT) not in sys.path:
-        sys.path.insert(0, str(ROOT))
-    from tests.vllm.engine import EnginePool, missing_reason
-
-    reason = missing_reason()
-    if reason:
-        print(f"cannot start the engine: {reason}", file=sys.stderr)
-        return 2
-    pool = EnginePool(Path(tempfile.mkdtemp(prefix="capture-")))
-    try:
-        for name in chosen:
-            cases, extra = SETS[name]
-            server = pool.serve("64M", extra)
-            print(f"vLLM {' '.join(extra)} healthy in {server.start_s:.1f} s on {server.url}")
-            capture_all(server.url, args.model, args.out, cases)
-    finally:
-        pool.close()
+    for name in chosen:
+        cases, extra = SETS[name]
+        with tiny_engine("capture_transcripts", "64M", extra) as url:
+            capture_all(url, args.model, args.out, cases)
     return 0
 
 
