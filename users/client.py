@@ -28,6 +28,7 @@ request, just before the write (:mod:`users.sendstamp`).
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -285,21 +286,30 @@ def _read_all(resp: HTTPSocketPoolResponse, limit: int | None, live: LiveRequest
     return bytes(out)
 
 
-def _arrivals(times: list[float]) -> np.ndarray:
+def _arrivals(times: list[float], t_end: float = math.inf) -> np.ndarray:
     """The chunks' arrival stamps. Body bytes that came with the headers are stamped when this greenlet gets to
-    them (``perf_counter()``), every later read by the kernel's arrival time: on a busy client the first chunk's
-    stamp can lie after the next chunk's arrival — even after the end of the stream (TTFT > E2E, seen in issue
-    18's span check). TCP delivers in order, so the next chunk's arrival bounds the first's from above."""
+    them (``perf_counter()``), as is a read the kernel did not stamp; every other read by the kernel's arrival time.
+    So on a busy client a stamp can lie after a later chunk's arrival, even after the end of the stream (TTFT >
+    E2E, once seen in a span check; a last token after the span's end, by 0.12 ms, in another). TCP delivers in
+    order: each chunk arrived no later than the next one, and none later than the read that ended the stream
+    (``t_end``), so each stamp is bounded by every later one (a running minimum from the end)."""
     a = np.asarray(times, dtype=np.float64)
-    if len(a) > 1 and a[0] > a[1]:
-        a[0] = a[1]
+    if len(a) and a[-1] > t_end:
+        a[-1] = t_end
+    if len(a) > 1:
+        np.minimum.accumulate(a[::-1], out=a[::-1])
     return a
 
 
 def _restamped(t: float | None, times: list[float], arrivals: np.ndarray) -> float | None:
-    """A tally stamp taken from the first chunk follows that chunk's bound (:func:`_arrivals`): TTFA == TTFT
-    when the answer starts in the first chunk."""
-    return float(arrivals[0]) if t is not None and times and t == times[0] else t
+    """A tally stamp taken from a chunk (the reasoning's or the answer's start) follows that chunk's bound
+    (:func:`_arrivals`): TTFA == TTFT when the answer starts in the first chunk."""
+    if t is None:
+        return None
+    try:
+        return float(arrivals[times.index(t)])
+    except ValueError:
+        return t
 
 
 def _base(call: Call, t0: float, t_sent: float, wall: float) -> dict:
@@ -333,7 +343,7 @@ def _stream_result(call, tally: StreamTally, t0, t_sent, t_end, wall, count_text
     else:
         output = count_text("".join(tally.texts)) if count_text else tally.output_tokens
         source = "tokenizer" if count_text else "chunks"
-    arrivals = _arrivals(tally.chunk_times)
+    arrivals = _arrivals(tally.chunk_times, t_end)
     return GenerationResult(
         ok=True,
         error_kind=None,

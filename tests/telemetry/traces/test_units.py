@@ -137,10 +137,24 @@ def test_a_first_chunk_stamped_late_is_bounded_by_the_next_arrival():
     assert _arrivals([]).size == 0
 
 
+def test_any_stamp_is_bounded_by_every_later_arrival_and_the_end_of_the_stream():
+    """A read the kernel did not stamp is stamped when it returns: a middle chunk can read later than the next
+    ones, and the last token later than the read that ended the stream (a span's last_token once lay 0.12 ms
+    after its end). TCP's order bounds each by all that came after."""
+    from users.client import _arrivals, _restamped
+
+    assert _arrivals([1.0, 6.0, 2.0, 3.0]).tolist() == [1.0, 2.0, 2.0, 3.0]
+    assert _arrivals([6.0, 5.0, 2.0]).tolist() == [2.0, 2.0, 2.0]
+    assert _arrivals([1.0, 2.0, 9.0], 8.0).tolist() == [1.0, 2.0, 8.0]
+    assert _arrivals([1.0, 2.0], 8.0).tolist() == [1.0, 2.0]  # the end bounds, never raises
+    times = [1.0, 6.0, 2.0]
+    assert _restamped(6.0, times, _arrivals(times)) == 2.0  # the answer starting in the late chunk follows it
+
+
 def test_the_answer_and_reasoning_stamps_follow_the_first_chunks_bound():
     """A first chunk stamped late carries TTFA with it: the answer (or the reasoning) starting in that chunk
     takes the bounded stamp, so TTFA == TTFT and the span's first_answer_token event is not a second, later
-    first token; a later chunk's stamp is left alone."""
+    first token; a later chunk's stamp in order is left alone."""
     from users.client import _arrivals, _restamped
 
     times = [5.0, 3.0, 4.0]
