@@ -15,7 +15,7 @@ from collections import Counter
 
 import pytest
 
-from tests.support import LOCUST, PY, Proc, free_port, wait_http
+from tests.support import LOCUST, PY, Proc, free_port, wait_http, wait_until
 from tests.users.e2e import run_locust
 
 pytestmark = pytest.mark.slow
@@ -83,7 +83,9 @@ def test_each_hostile_server_counted_once_under_its_kind(tmp_path) -> None:
 def test_server_restarted_mid_run_connection_refused_then_back(tmp_path) -> None:
     port = free_port()
     host = f"http://127.0.0.1:{port}"
-    args = ["-u", "4", "-r", "4", "-t", "7s", "--stop-timeout", "3", "--request-timeout", "1", "--input-len", "16",
+    # -t only caps it: the run is ended (SIGTERM: Locust's graceful quit, as at -t) once the second server has
+    # served 8 requests, however long a loaded box takes to get there
+    args = ["-u", "4", "-r", "4", "-t", "60s", "--stop-timeout", "3", "--request-timeout", "1", "--input-len", "16",
             "--output-len", "8", "StreamingChatUser"]
     first = _server(port, "ok")
     locust = None
@@ -102,6 +104,8 @@ def test_server_restarted_mid_run_connection_refused_then_back(tmp_path) -> None
         time.sleep(1.5)  # the scenario: down for 1.5 s (above the 1 s request timeout), every request refused
         second = _server(port, "ok")
         with second:
+            wait_until(lambda: _stats(host)["requests"] >= 8, timeout=40, interval=0.2)
+            locust.signal(signal.SIGTERM)
             rc = locust.wait(40)
             after = _stats(host)["requests"]
         out = locust.output()
