@@ -3,7 +3,9 @@
 Every process with users (a worker, a local run) measures its own gevent event-loop lag — a probe greenlet
 sleeps :data:`PROBE_S` and records how late it woke — and its CPU time per wall second (``time.process_time``,
 all its threads). A worker ships both with each report (``report_to_master`` under :data:`REPORT_KEY`); the
-master (or the local run) keeps them per process for the whole run. A process is **client-bound** when its
+master (or the local run) folds them per process into a quantile sketch (bounded memory and constant work per
+report, however long the run and however many workers: a list of every sample grew by 20 a second per worker and
+was re-read at each report). A process is **client-bound** when its
 loop lag p99 exceeds :data:`LAG_P99_LIMIT_MS` or its CPU exceeds :data:`CPU_LIMIT` of one core: its greenlets
 then read the streams late and every latency it measures includes that wait. The summary's ``client_load``
 section records each process; the console (at the end, and once when first seen live — the web UI's Logs tab
@@ -25,6 +27,7 @@ import numpy as np
 from locust.runners import MasterRunner, WorkerRunner
 
 from run.context import attach
+from telemetry.measure.sketch import LogSketch
 from workload.argtypes import usable_cores
 
 log = logging.getLogger(__name__)
@@ -106,7 +109,8 @@ class LoopProbe:
 
 
 class ClientLoad:
-    """Per process: every lag sample of the run and its CPU and wall seconds; the verdict."""
+    """Per process: a sketch of the run's lag samples (seconds; exact count, sum and max) and its CPU and wall
+    seconds; the verdict."""
 
     def __init__(self) -> None:
         self.procs: dict[str, dict] = {}
@@ -119,8 +123,10 @@ class ClientLoad:
     def add(self, proc: str, part: dict) -> None:
         if not part:
             return
-        p = self.procs.setdefault(proc, {"lag_ms": [], "cpu_s": 0.0, "wall_s": 0.0})
-        p["lag_ms"].extend(part.get("lag_ms", ()))
+        p = self.procs.setdefault(proc, {"lag": LogSketch(), "cpu_s": 0.0, "wall_s": 0.0})
+        lags = part.get("lag_ms") or ()
+        if lags:
+            p["lag"].add_many(np.asarray(lags, dtype=np.float64) / 1000.0)
         p["cpu_s"] += float(part.get("cpu_s", 0.0))
         p["wall_s"] += float(part.get("wall_s", 0.0))
         row = self.row(proc)
@@ -136,20 +142,25 @@ class ClientLoad:
 
     def row(self, proc: str) -> dict:
         p = self.procs[proc]
-        lags = np.asarray(p["lag_ms"], dtype=np.float64)
-        n = int(lags.size)
-        p99 = float(np.quantile(lags, 0.99)) if n else None
+        lag: LogSketch = p["lag"]
+        n = lag.count
+
+        def ms(q: float) -> float | None:
+            v = lag.quantile(q) if n else None
+            return round(v * 1000.0, 3) if v is not None else None
+
+        p99 = ms(0.99)
         cpu = p["cpu_s"] / p["wall_s"] if p["wall_s"] > 0 else None
-        judged = n * PROBE_S + float(lags.sum()) / 1000.0 >= MIN_COVERED_S
+        judged = n * PROBE_S + lag.sum >= MIN_COVERED_S
         reasons = []
         if judged and p99 is not None and p99 > LAG_P99_LIMIT_MS:
             reasons.append(f"event-loop lag p99 {p99:.1f} ms > {LAG_P99_LIMIT_MS:g} ms")
         if judged and cpu is not None and cpu > CPU_LIMIT:
             reasons.append(f"CPU {cpu:.0%} of a core > {CPU_LIMIT:.0%}")
         return {
-            "lag_p50_ms": round(float(np.quantile(lags, 0.5)), 3) if n else None,
-            "lag_p99_ms": round(p99, 3) if p99 is not None else None,
-            "lag_max_ms": round(float(lags.max()), 3) if n else None,
+            "lag_p50_ms": ms(0.5),
+            "lag_p99_ms": p99,
+            "lag_max_ms": ms(1.0),
             "cpu": round(cpu, 3) if cpu is not None else None,
             "samples": n,
             "client_bound": bool(reasons),

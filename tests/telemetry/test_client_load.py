@@ -5,11 +5,13 @@ add processes; the probe's own arithmetic on a known lag."""
 from __future__ import annotations
 
 import json
+import pickle
 import time
 import urllib.request
 
 import gevent
 import jsonschema
+import numpy as np
 import pytest
 
 from telemetry.control import client_load
@@ -56,6 +58,25 @@ def test_verdict_needs_a_second_of_probing_and_names_the_reason():
     assert s["workers"]["w1"]["why"] == "event-loop lag p99 12.0 ms > 5 ms"
     assert s["workers"]["w2"]["why"] == "CPU 95% of a core > 90%" and s["workers"]["w2"]["cpu"] == 0.95
     assert s["workers"]["w3"]["client_bound"] is False and s["workers"]["w3"]["samples"] == 5
+
+
+def test_a_long_run_keeps_bounded_state_and_its_quantiles():
+    """An hour of one worker's probe (72,000 samples in 3,600 reports) leaves a sketch whose size does not grow
+    with the samples, and the row's p50/p99 are those of every sample within the sketch's 0.5 %, the max exact."""
+    rng = np.random.default_rng(7)
+    load = ClientLoad()
+    lags = rng.lognormal(mean=-1.0, sigma=1.2, size=72_000)  # ms: mostly sub-ms, a tail past 5 ms
+    for i in range(0, lags.size, 20):
+        load.add("w1", {"lag_ms": lags[i:i + 20].tolist(), "cpu_s": 0.3, "wall_s": 1.0})
+    row = load.row("w1")
+    assert row["samples"] == lags.size
+    for key, q in (("lag_p50_ms", 0.5), ("lag_p99_ms", 0.99)):
+        exact = float(np.quantile(lags, q))
+        assert abs(row[key] - exact) <= 0.006 * exact, (key, row[key], exact)
+    assert row["lag_max_ms"] == round(float(lags.max()), 3)
+    # what the master keeps for the worker: the samples themselves would pickle to ~650 KB
+    kept = len(pickle.dumps(load.procs))
+    assert kept < 40_000, kept
 
 
 @pytest.mark.slow
