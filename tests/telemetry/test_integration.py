@@ -63,18 +63,16 @@ def _distributed(host: str, tmp: Path, seconds: int, extra: list[str], kill_afte
         master_env={"LLM_TEST_RESULTS": str(tmp / "master.jsonl")},
         worker_env=lambda i: {"LLM_TEST_RESULTS": str(files[i])})
     with cluster as (master, workers):
-        if kill_after is not None:
+        if kill_after is not None or term_master_after is not None:
             # the run has started when the server has finished two requests per user (a file that exists says
-            # only that the worker imported the locustfile); then kill_after s: past a 3 s report period
+            # only that the worker imported the locustfile); then the delay: past a 3 s report period
             deadline = time.monotonic() + 60
             while get_json(f"{host}/stats").get("completed", 0) < 12 and time.monotonic() < deadline:
                 time.sleep(0.2)
+        if kill_after is not None:
             time.sleep(kill_after)
             workers[0].signal(signal.SIGKILL)
         if term_master_after is not None:
-            deadline = time.monotonic() + 60
-            while not files[0].exists() and time.monotonic() < deadline:
-                time.sleep(0.2)
             time.sleep(term_master_after)
             master.signal(signal.SIGTERM)
         rc = master.wait(seconds + 90)

@@ -3,7 +3,7 @@
 
 - a run that exhausts the KV pool (64 blocks of 16 for 32 streams) spikes, and the cause names KV /
   waiting / preemptions;
-- ``--batch-cap-at 15:1`` (the sim admits one running sequence from its second 15 on) gives the
+- ``--batch-cap-at +15:1`` (the sim admits one running sequence from 15 s after its first request on) gives the
   batching-failure verdict after three flagged windows;
 - the same load without the cap does not.
 Short windows (2 s) and short outputs keep each run well under a minute.
@@ -64,15 +64,19 @@ def test_kv_exhaustion_spikes_name_kv_waiting_preemption(tmp_path):
 
 
 def test_batch_cap_gives_the_batching_failure_verdict(tmp_path):
-    s = _run(tmp_path, ["--batch-cap-at", "15:1"], ["-u", "16", "-r", "16", "-t", "26s"])
+    s = _run(tmp_path, ["--batch-cap-at", "+15:1"], ["-u", "16", "-r", "16", "-t", "26s"])
     bf = s["attribution"]["batching_failure"]
     assert bf["verdict"] is True, json.dumps(bf)
     flagged = bf["flagged_windows"]
     assert any(flagged[i + 2] == flagged[i] + 2 for i in range(len(flagged) - 2))  # three in a row
     rows = {w["index"]: w for w in s["attribution"]["windows"]}
+    base = bf["baseline"]["batch_size_median"]
+    assert base >= 4
+    # the first flagged window may hold the collapse itself (the sequences admitted before the cap finish inside
+    # it: a median of 2 was seen); it has already lost most of the batch, and every later one runs one at a time
     first = rows[flagged[0]]
-    assert first["running_median"] <= 1 and first["waiting_max"] > 5
-    assert bf["baseline"]["batch_size_median"] >= 4
+    assert first["running_median"] <= base / 4 and first["waiting_max"] > 5, (first, base)
+    assert all(rows[i]["running_median"] <= 1 for i in flagged[1:]), [rows[i] for i in flagged]
 
 
 def test_steady_run_has_no_batching_verdict(tmp_path):
