@@ -15,6 +15,7 @@ command.
 from __future__ import annotations
 
 import functools
+import json
 import os
 import subprocess
 import sys
@@ -68,11 +69,20 @@ once for the suite, as it does without xdist. (``vllm bench`` against the simula
 only the engine's venv: it runs on any worker.)"""
 
 
-def _schedule_rank(item) -> int:
+def _module(item) -> str:
+    return item.nodeid.split("::", 1)[0]
+
+
+def _schedule_rank(item, exclusive_modules: set[str]) -> int:
     """Where a test goes in the run: the engine group first (the longest unit), then the other tests with real
-    processes, then the quick ones, which fill the workers' idle ends. Within a rank the collection order stays."""
+    processes, then the quick ones, which fill the workers' idle ends, then the modules with an ``exclusive`` test.
+    An exclusive test waits until every running test with a process has ended and holds off new ones: mid-run that
+    idled the other workers behind the longest running test (box waits of 35-64 s were seen behind a 220 s engine
+    test); last, only the run's tail waits. Within a rank the collection order stays."""
     if item.nodeid.startswith(ENGINE_TESTS):
         return 0
+    if _module(item) in exclusive_modules:
+        return 3
     return 1 if item.get_closest_marker("slow") is not None else 2
 
 
@@ -80,7 +90,9 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if item.get_closest_marker("timeout") is None and item.get_closest_marker("slow") is None:
             item.add_marker(pytest.mark.timeout(QUICK_TIMEOUT_S))
-    items.sort(key=_schedule_rank)  # stable: the engine tests keep their file order (tests/vllm/test_a_… first)
+    exclusive = {_module(i) for i in items if i.get_closest_marker("exclusive") is not None}
+    # stable: the engine tests keep their file order (tests/vllm/test_a_… first)
+    items.sort(key=lambda item: _schedule_rank(item, exclusive))
 
 
 def pytest_xdist_make_scheduler(config, log):
@@ -108,8 +120,60 @@ def _the_box(request, tmp_path_factory):
     if not boxlock.sharing() or not (exclusive or request.node.get_closest_marker("slow") is not None):
         yield
         return
+    t = time.monotonic()
     with boxlock.hold(tmp_path_factory.getbasetemp().parent, exclusive):
+        _BOX_WAIT[request.node.nodeid] = time.monotonic() - t
         yield
+
+
+_BOX_WAIT: dict[str, float] = {}
+_STARTED: dict[str, float] = {}
+TIMELINE = "timeline.jsonl"
+"""Under xdist, one line per test in the run's shared temporary folder: its worker, start and end (monotonic, its
+module's fixtures included), and how long it waited for the box; the run's end prints the waits (where the suite's
+time goes)."""
+
+
+def pytest_runtest_logstart(nodeid, location):
+    _STARTED[nodeid] = time.monotonic()
+
+
+def pytest_runtest_logfinish(nodeid, location):
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if worker is None or _TIMELINE_DIR is None:
+        return
+    line = {"worker": worker, "test": nodeid, "start": _STARTED.pop(nodeid, None), "end": time.monotonic(),
+            "box_wait": _BOX_WAIT.pop(nodeid, 0.0)}
+    with open(_TIMELINE_DIR / TIMELINE, "a") as f:
+        f.write(json.dumps(line) + "\n")
+
+
+_TIMELINE_DIR: Path | None = None
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _timeline(tmp_path_factory):
+    global _TIMELINE_DIR
+    _TIMELINE_DIR = tmp_path_factory.getbasetemp().parent
+    yield
+
+
+def pytest_terminal_summary(terminalreporter, config):
+    """The box waits of the run (tests/boxlock.py): their sum per worker and the five longest."""
+    if os.environ.get("PYTEST_XDIST_WORKER") is not None or getattr(config.option, "numprocesses", None) in (None, 0):
+        return
+    path = config._tmp_path_factory.getbasetemp() / TIMELINE
+    if not path.exists():
+        return
+    rows = [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
+    per = {}
+    for r in rows:
+        per[r["worker"]] = per.get(r["worker"], 0.0) + r["box_wait"]
+    longest = sorted(rows, key=lambda r: -r["box_wait"])[:5]
+    terminalreporter.write_line(
+        "box waits (tests/boxlock.py): " + ", ".join(f"{w} {s:.0f} s" for w, s in sorted(per.items()))
+        + "; longest: " + ", ".join(f"{r['test'].rsplit('::', 1)[-1][:50]} {r['box_wait']:.0f} s" for r in longest)
+        + f" (timeline: {path})")
 
 
 QUICK_COMMANDS = {"git"}
