@@ -138,14 +138,14 @@ def test_master_sigkilled_mid_run_worker_exits_by_itself(tmp_path) -> None:
     rows = tmp_path / "w.jsonl"
     with _server(port, "ok"):
         master = Proc([LOCUST, "-f", locustfile, "--headless", "--master", "--master-bind-host", "127.0.0.1",
-                       "--master-bind-port", str(mport), "--expect-workers", "1", "-u", "3", "-r", "3", "-t", "60s",
+                       "--master-bind-port", str(mport), "--expect-workers", "1", "-u", "3", "-r", "3", "-t", "180s",
                        "--host", host, "--prometheus-port", "0", "--server-metrics-url", "off", "--input-len", "16",
                        "--output-len", "8", "StreamingChatUser"],
                       name="master", env={"LLM_TEST_RESULTS": str(tmp_path / "m.jsonl")})
         worker = Proc([LOCUST, "-f", locustfile, "--worker", "--master-host", "127.0.0.1", "--master-port", str(mport)],
                       name="worker", env={"LLM_TEST_RESULTS": str(rows)})
         with master, worker:
-            deadline = time.monotonic() + 60
+            deadline = time.monotonic() + 120
             while not (rows.exists() and rows.stat().st_size) and time.monotonic() < deadline:  # the run is on
                 time.sleep(0.2)
             master.signal(signal.SIGKILL)
