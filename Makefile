@@ -16,7 +16,7 @@ export TOKENIZERS_PARALLELISM := false
 
 # Test processes (pytest-xdist): the suite mostly waits on timed load runs (load average 0.2-0.8 run serially on
 # 2 cores), so three processes overlap those waits; the real-engine tests stay together on one (tests/conftest.py).
-TEST_PROCS ?= 3
+TEST_PROCS ?= 2
 
 .PHONY: install bytecode system-deps run test test-fast test-vllm test-long vllm-env lint bench soak clean
 
