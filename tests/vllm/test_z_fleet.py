@@ -1,5 +1,8 @@
 """The real CPU engine as a fleet: ``vllm serve --data-parallel-size 2`` (two engine cores behind one API server,
-every series labelled ``engine``) seen one engine at a time. Named last in the package: the pool restarts the
+every series labelled ``engine``) seen one engine at a time. Marked ``long`` (``make test-long``): two engine cores on
+a 2-core box take about 3.5 minutes of the suite; ``make test`` holds the simulator's fleet to this engine's /metrics
+instead (tests/contract/test_fleet_contract.py, its recording from scripts/capture_fleet_metrics.py) and runs the
+fleet's accounting on it (tests/telemetry/test_fleet_e2e.py). Named last in the package: the pool restarts the
 server for these flags, so the shared server of the other tests starts once, before it.
 
 - two entries in ``server.engines``, their finished requests adding up to the client's completed requests;
@@ -13,7 +16,7 @@ import pytest
 from tests.vllm.conftest import SHARED_KV
 from tests.vllm.locust_run import run_local
 
-pytestmark = [pytest.mark.vllm, pytest.mark.slow]
+pytestmark = [pytest.mark.vllm, pytest.mark.slow, pytest.mark.long]
 
 
 def test_two_data_parallel_engines_are_two_entries_that_add_up(engine_pool, tmp_path):
