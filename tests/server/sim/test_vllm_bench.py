@@ -13,25 +13,15 @@ import pytest
 from tests.requires import VLLM as VLLM_SWITCH
 from tests.requires import require
 from tests.server.sim.helpers import running_sim
-from tests.support import ROOT
-
-VLLM = ROOT / ".venv-vllm" / "bin" / "vllm"
-TOKENIZER = ROOT / ".cache" / "tiny-deepseek"
+from tests.vllm.engine import MODEL_DIR as TOKENIZER
+from tests.vllm.engine import VLLM, missing_reason
 
 pytestmark = [pytest.mark.vllm, pytest.mark.slow]
 
 
-def _missing() -> str | None:
-    if not VLLM.exists():
-        return ".venv-vllm/bin/vllm missing (make vllm-env builds it)"
-    if not (TOKENIZER / "tokenizer.json").exists():
-        return ".cache/tiny-deepseek missing (make vllm-env builds it)"
-    return None
-
-
 def test_vllm_bench_serve_completes_every_request(tmp_path):
     backend, endpoint = "openai", "/v1/completions"
-    require(_missing(), VLLM_SWITCH)
+    require(missing_reason(), VLLM_SWITCH)
     n, out_len = 24, 16
     with running_sim("--time-scale", "10", profile="deepseek-v2-lite-a100") as sim:
         cmd = [str(VLLM), "bench", "serve", "--backend", backend, "--endpoint", endpoint,

@@ -4,7 +4,6 @@ the join's bookkeeping and the tail composition."""
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import pytest
 
@@ -15,9 +14,6 @@ from telemetry.traces.otlp import ServerSpan, parse_request
 from telemetry.traces.tail import composition
 from tests.requires import VLLM, require
 from users.tracing import RequestIds, span_id_of, trace_id_of
-
-ROOT = Path(__file__).resolve().parents[3]
-VLLM_SITE = sorted((ROOT / ".venv-vllm" / "lib").glob("python*/site-packages/vllm"))
 
 
 def test_request_ids_are_unique_and_carry_their_trace():
@@ -59,12 +55,16 @@ def test_sim_span_continues_the_trace_and_reads_back():
         parse_request(b"\xff\xff not protobuf")
 
 
+@pytest.mark.vllm
 def test_sim_span_uses_vllms_attribute_names():
     """Every attribute the simulator sets is one vLLM 0.32's do_tracing sets on its llm_request span."""
-    require(None if VLLM_SITE else ".venv-vllm not built (make vllm-env)", VLLM)
-    utils = (VLLM_SITE[0] / "tracing" / "utils.py").read_text()
+    from tests.vllm.engine import VENV, missing_reason  # noqa: PLC0415  (waits for make test's engine build)
+
+    require(missing_reason(), VLLM)
+    site = sorted((VENV / "lib").glob("python*/site-packages/vllm"))
+    utils = (site[0] / "tracing" / "utils.py").read_text()
     names = dict(re.findall(r"^\s+(GEN_AI_[A-Z0-9_]+) = \"([a-z0-9_.]+)\"", utils, re.M))
-    proc = (VLLM_SITE[0] / "v1" / "engine" / "output_processor.py").read_text()
+    proc = (site[0] / "v1" / "engine" / "output_processor.py").read_text()
     do_tracing = proc[proc.index("def do_tracing"):proc.index('span_name="llm_request"')]
     vllm_attrs = {names[k] for k in re.findall(r"SpanAttributes\.(GEN_AI_[A-Z0-9_]+)", do_tracing)}
     tracer = SimTracer("http://127.0.0.1:9/v1/traces")
