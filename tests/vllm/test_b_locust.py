@@ -160,6 +160,17 @@ def check_server(s: dict, in_flight: int) -> None:
     assert srv["preemptions"] == 0  # 4 x 96 tokens use under 10% of the 4,096-token pool: no pressure
 
 
+# before the exclusive ones: those three run back to back, the box handed from one to the next (tests/conftest.py)
+def test_batch_completion_user(vllm_server: Server, tmp_path):
+    extra = [*LENGTHS, "--batch-size", str(BATCH)]
+    run = run_local(vllm_server.url, tmp_path, "BatchCompletionUser", users=2, seconds=SECONDS, extra=extra)
+    s = check_requests(run, batch=BATCH)
+    check_prompt_tokens(s, batch=BATCH)
+    assert s["e2e_ms"]["count"] == s["requests"]["ok"] and s["e2e_ms"]["mean"] > 0
+    assert s["ttft_ms"]["count"] == 0  # not streamed: no first-token time to claim
+    check_server(s, in_flight=2 * BATCH)
+
+
 @pytest.mark.exclusive  # timings against the engine's own record: the box to itself (tests/boxlock.py)
 @pytest.mark.parametrize("user_class", ["StreamingChatUser", "StreamingCompletionUser"])
 def test_streaming_user(vllm_server: Server, tmp_path, user_class: str):
@@ -174,16 +185,6 @@ def test_streaming_user(vllm_server: Server, tmp_path, user_class: str):
     print(f"\n{user_class}: {s['requests']['ok']} requests, {s['tokens']['output_per_s']:.0f} output tok/s, "
           f"TTFT p50 {s['ttft_ms']['p50']:.0f} ms, ITL mean {s['itl_ms']['mean']:.1f} ms; against the engine's "
           f"record {figures}")
-
-
-def test_batch_completion_user(vllm_server: Server, tmp_path):
-    extra = [*LENGTHS, "--batch-size", str(BATCH)]
-    run = run_local(vllm_server.url, tmp_path, "BatchCompletionUser", users=2, seconds=SECONDS, extra=extra)
-    s = check_requests(run, batch=BATCH)
-    check_prompt_tokens(s, batch=BATCH)
-    assert s["e2e_ms"]["count"] == s["requests"]["ok"] and s["e2e_ms"]["mean"] > 0
-    assert s["ttft_ms"]["count"] == 0  # not streamed: no first-token time to claim
-    check_server(s, in_flight=2 * BATCH)
 
 
 _RELAYED = ("llm_server_kv_cache_usage_ratio", "llm_server_requests_running", "llm_server_requests_waiting")
