@@ -18,7 +18,7 @@ The open-file limit is raised to its hard limit for the processes started here; 
 streams need (a socket each, plus the server's), the benchmark stops with a message naming the limit.
 
     python -m bench.many_streams                         # 10,000 streams, 60 s
-    python -m bench.many_streams --streams 500 --seconds 10 --spawn-rate 250 --json   # the suite's quick variant
+    python -m bench.many_streams --streams 300 --seconds 6 --spawn-rate 300 --tokens 5 --itl-ms 200 --json  # quick
 
 Exits nonzero on lost requests, failed requests or a run that did not end; never on a timing figure.
 """

@@ -19,7 +19,8 @@ QUICK = {
     "sim_speed": ["--streams", "4", "--duration", "1", "--warmup", "0.2", "--max-tokens", "50"],
     "recorder_memory": ["--tokens", "20000", "--per-request", "64"],
     "long_prompt": ["--lengths", "2048", "--rounds", "1"],
-    "many_streams": ["--streams", "500", "--seconds", "10", "--spawn-rate", "250", "--json"],
+    "many_streams": ["--streams", "300", "--seconds", "6", "--spawn-rate", "300", "--tokens", "5", "--itl-ms", "200",
+                     "--json"],
     "master_fanin": ["--workers", "10", "--seconds", "5", "--json"],
 }
 """What each module is run with; bench/bare_reader.py and bench/users_only_locustfile.py (--users-only) run inside
