@@ -112,9 +112,11 @@ def check_ttft_against_the_engines_record(lines: list[dict], itl_ms: float) -> d
         assert ln["e2e_ms"] >= engine_last - 0.01, ln
         over_first.append(ln["ttft_ms"] - engine_first)
         over_last.append(ln["e2e_ms"] - engine_last)
-    skew = statistics.median(f - last for f, last in zip(over_first, over_last, strict=True))
+    late = [f - last for f, last in zip(over_first, over_last, strict=True)]
+    skew = statistics.median(late)
     figures = {"requests": len(lines), "ttft_over_engine_p50_ms": statistics.median(over_first),
-               "e2e_over_engine_p50_ms": statistics.median(over_last), "median_difference_ms": skew}
+               "e2e_over_engine_p50_ms": statistics.median(over_last), "median_difference_ms": skew,
+               "first_token_late_mean_ms": statistics.fmean(late)}
     assert abs(skew) <= 0.5 * itl_ms, (figures, itl_ms)
     return figures
 
@@ -137,16 +139,22 @@ def check_stream_timing(s: dict, engine: dict[str, CumulativeHistogram], lines: 
     lower, _upper = (b * 1000 for b in eng["ttft"].quantile_bucket(0.5))
     assert lower - 1.0 <= ttft["p50"], (ttft, lower)
     figures = check_ttft_against_the_engines_record(lines, mean_ms["itl"])
+    # the in-band records and the histograms describe the same requests: the engine's decode times add up
+    generation = sum(ln["server_generation_ms"] for ln in lines)
+    assert generation == pytest.approx(eng["span"].total_sum * 1000, rel=0.01, abs=0.01 * n), (generation, eng["span"])
     # the gaps between tokens are the engine's steps seen at the other end of the stream: the same means (within
-    # 0.1 % on an idle box; 5 % allowed). One asymmetry is physical: the API server may deliver the first token late
-    # by up to the client overhead above, which shortens the client's decode span by as much and its per-token means
-    # by that over the OUTPUT - 1 gaps (seen: ITL 17.6 vs 18.8 ms on a busy CI box)
-    late = CLIENT_OVERHEAD_MS / (OUTPUT - 1)
+    # 0.1 % on an idle box; 5 % allowed). One asymmetry is physical: the API server may deliver a first token late
+    # (the box busy), which shortens that request's client decode span by as much and its per-token means by that
+    # over the OUTPUT - 1 gaps. The median lateness is bounded above; a few starved first tokens move the mean
+    # (CI: 63 ms mean, ITL 15.5 against 17.6 ms), so the allowance is what the engine's record measured of it, at
+    # least the idle box's overhead
+    late_ms = max(CLIENT_OVERHEAD_MS, figures["first_token_late_mean_ms"])
     for key in ("itl", "tpot"):
         got, want = s[f"{key}_ms"]["mean"], mean_ms[key]
-        assert want - late - max(0.05 * want, 1.0) <= got <= want + max(0.05 * want, 1.0), (key, got, mean_ms)
+        low = want - late_ms / (OUTPUT - 1) - max(0.05 * want, 1.0)
+        assert low <= got <= want + max(0.05 * want, 1.0), (key, got, mean_ms, figures)
     tol = max(0.05 * mean_ms["span"], (OUTPUT - 1) * 1.0)
-    assert mean_ms["span"] - CLIENT_OVERHEAD_MS - tol <= span["mean"] <= mean_ms["span"] + tol, (span, mean_ms)
+    assert mean_ms["span"] - late_ms - tol <= span["mean"] <= mean_ms["span"] + tol, (span, mean_ms, figures)
     return figures
 
 
