@@ -35,3 +35,5 @@ def test_two_data_parallel_engines_are_two_entries_that_add_up(engine_pool, tmp_
     assert all(b and b > 0 for b in blocks)
     assert s["server"]["kv_blocks_total"] == sum(blocks) and s["server"]["engine_count"] == 2
     assert s["server"]["requests_succeeded"] == ok
+    print(f"\nvLLM --data-parallel-size 2: {ok} requests completed by the client; engines finished {finished} "
+          f"(sum {sum(finished)}); KV blocks {blocks} -> total {s['server']['kv_blocks_total']}")
