@@ -41,6 +41,7 @@ def test_a_slow_engine_flips_the_detector_within_three_windows_and_is_named(tmp_
     assert [e["engine"] for e in engines] == ["0", "1", "2", "3"]
     assert sum(e["requests_finished"] for e in engines) == s["server"]["requests_succeeded"]
     assert s["server"]["kv_blocks_total"] == sum(e["num_gpu_blocks"] for e in engines) > engines[0]["num_gpu_blocks"]
+    print(f"\nDP=4 skew 3:3: stopped at {stop['at_s']:.1f} s: {stop['reason']}")
 
 
 def _balanced(tmp_path, seconds: int) -> None:
@@ -52,6 +53,7 @@ def _balanced(tmp_path, seconds: int) -> None:
     assert s["attribution"]["imbalance"] is None and s["attribution"]["bottleneck"]["cause"] != "engine_imbalance"
     finished = [e["requests_finished"] for e in s["server"]["engines"]]
     assert len(finished) == 4 and min(finished) > 0
+    print(f"\nDP=4 balanced, {seconds} s: never flagged; finished per engine {finished}")
 
 
 def test_a_balanced_fleet_is_never_flagged(tmp_path):
@@ -81,6 +83,8 @@ def test_two_replicas_are_two_targets_whose_sums_are_the_server(tmp_path):
     assert srv["generation_tokens"] == ea["generation_tokens"] + eb["generation_tokens"]
     assert srv["scrapes"] == targets[url_a.split("//")[1]]["scrapes"] + targets[url_b.split("//")[1]]["scrapes"]
     assert srv["kv_cache_usage"]["max"] <= max(ea["kv_cache_usage"]["max"], eb["kv_cache_usage"]["max"])
+    print(f"\ntwo replicas: finished {ea['requests_finished']} + {eb['requests_finished']} = "
+          f"{srv['requests_succeeded']}, KV blocks 512 + 256 = {srv['kv_blocks_total']}")
 
 
 def test_a_prefill_decode_pair_shows_the_kv_transfer_in_the_first_token(tmp_path):
@@ -106,3 +110,5 @@ def test_a_prefill_decode_pair_shows_the_kv_transfer_in_the_first_token(tmp_path
     # the network & client remainder is what is left after both servers, not the decode side's whole share
     assert d["remainder_ms"]["network_client"] < d["kv_transfer_ms"]["mean"]
     assert s["attribution"]["bottleneck"]["cause"] != "client"
+    print(f"\nprefill/decode pair, 200 ms configured: KV transfer mean {d['kv_transfer_ms']['mean']:.1f} ms; "
+          f"{d['statement']}")

@@ -65,3 +65,6 @@ def test_speculation_is_measured_gated_and_composed_in_band(tmp_path):
                            cwd=ROOT)
     assert worse.returncode == EXIT_BREACH, worse.stdout + worse.stderr
     assert "FAIL spec_acceptance_rate in run:" in worse.stdout
+    print(f"\nsim 0.8,0.6,0.4: acceptance {spec['acceptance_rate']:.3f}, per position "
+          f"{[round(x, 3) for x in spec['acceptance_per_position']]}, accepted/drafted {accepted}/{drafted}; "
+          f"compare --fail-on against 0.3,0.2,0.1 exit {worse.returncode}, against itself {same.returncode}")
