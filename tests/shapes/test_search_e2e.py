@@ -146,6 +146,8 @@ def test_users_search_finds_the_simulators_seat_count_and_prices_it(capped_sim, 
     tok_s = cap["output_per_s"]
     assert cap["output_per_s_per_gpu"] == pytest.approx(tok_s / 2)
     assert cap["usd_per_million_output_tokens"] == pytest.approx(2 * 2.5 / (tok_s * 3600) * 1e6)
+    print(f"cost: {tok_s:.1f} tok/s on 2 GPUs at 2.5 USD/h -> {cap['usd_per_million_output_tokens']:.2f} USD per "
+          f"million output tokens (by hand {2 * 2.5 / (tok_s * 3600) * 1e6:.2f})")
     assert "capacity users=" in log
     # energy: the boundary probe's joules over its output tokens; at a constant draw, watts over tok/s
     assert cap["energy_j_per_output_token"] == pytest.approx(GPU_WATTS / tok_s, rel=0.05), cap["energy_note"]
@@ -175,6 +177,7 @@ def test_no_load_meets_the_slo_says_so_and_exits_3(capped_sim, tmp_path):
     assert cap["energy_j_per_output_token"] is None and cap["energy_note"].startswith("no load met the SLOs")
     assert cap["statement"].startswith("no load in --search-users 1:4 meets the SLOs: the lowest, users=1, breached")
     assert f"CHECK FAILED: {cap['statement']}" in log
+    print(f"\nexit {rc}: {cap['statement']}")
 
 
 def test_the_largest_allowed_load_still_meets_it_says_so(capped_sim, tmp_path):
@@ -185,6 +188,7 @@ def test_the_largest_allowed_load_still_meets_it_says_so(capped_sim, tmp_path):
     assert cap["status"] == "max_allowed" and cap["users"] == 2
     assert "the largest allowed load, users=2, still meets every SLO" in cap["statement"]
     assert [p["load"] for p in cap["probes"]] == [1, 2, 2]
+    print(f"\nexit {rc}: {cap['statement']}")
 
 
 RATE_SHORT = ["--search-rate", "1:2", "--search-precision", "1", "--search-max-probes", "4",
