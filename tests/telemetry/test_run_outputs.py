@@ -93,7 +93,8 @@ def test_summary_is_schema_2_with_the_run_record_and_the_server_environment(budg
     # one stage: its fill variance is the run's, from the same samples; each variance within the Bhatia-Davis bound
     # (max - mean)(mean - min) of its own samples, which E[x^2] (the mean not taken off) or a variance of the wrong
     # samples would break
-    assert stage["client_kv_block_fill_var"] == pytest.approx(fill["var"], rel=1e-9) and fill["var"] > 0
+    assert stage["client_kv_block_fill_var"] == pytest.approx(fill["var"], rel=1e-9)
+    # (a run whose fill samples all coincide has a variance of exactly 0: CI saw one, so no "> 0" here)
     assert fill["var"] <= fill["mean"] * (1 - fill["mean"])
     kv_mean, kv_max, kv_var = stage["server_kv_usage_mean"], stage["server_kv_usage_max"], stage["server_kv_usage_var"]
     assert kv_max > 0 and 0 <= kv_var <= (kv_max - kv_mean) * kv_mean + 1e-12, (kv_mean, kv_max, kv_var)
