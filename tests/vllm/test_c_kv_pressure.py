@@ -32,9 +32,11 @@ def test_small_kv_pool_saturates_and_preempts(vllm_small_kv: Server, tmp_path):
     assert srv["preemptions"] > 0, srv
     assert srv["requests_waiting_max"] >= 1, srv
     stage = s["stages"][0]
-    assert stage["preemptions"] == srv["preemptions"]  # one stage: the same counter delta
+    # The stage's delta spans its own window; the server section's spans the first to the last scrape, and the last
+    # comes after the stop, when vLLM may still preempt the requests it is aborting (a CI run: 17 in the stage, 18).
+    assert 0 < stage["preemptions"] <= srv["preemptions"], (stage["preemptions"], srv)
     print(
         f"\nKV pressure: {s['requests']['ok']} requests, {s['tokens']['output_per_s']:.0f} output tok/s, "
         f"KV max {srv['kv_cache_usage']['max']:.2f}, waiting max {srv['requests_waiting_max']}, "
-        f"preemptions {srv['preemptions']}"
+        f"preemptions {srv['preemptions']} (the stage's window: {stage['preemptions']})"
     )
