@@ -123,7 +123,9 @@ class ChunkShape:
         i = self._head_len
         if not p.startswith(self.head):
             return None
-        j = _string_end(p, i)
+        j = p.find(b'"', i)
+        if j > 0 and p[j - 1] == 92:  # an escaped quote inside the text (rare): the full scan
+            j = _string_end(p, i)
         if j < 0:
             return None
         tail = p[j + 1 :]

@@ -114,13 +114,16 @@ class StreamTally:
         the learned chunk shape is read by a byte scan (:mod:`users.chunkscan`); any other goes through the framer
         and :meth:`add`."""
         parse, add, idle = parser.feed, self.add, parser.idle
+        fresh = idle()  # the framer holds nothing: only its feed changes that, so it is read after each feed
 
         def take(data: bytes, t: float) -> None:
+            nonlocal fresh
             framed = self._framed
-            if framed is not None and idle() and (m := framed.match(data)) is not None:
+            if fresh and framed is not None and (m := framed.match(data)) is not None:
                 self._scanned(m[0], m[1], t)
                 return
             events = parse(data)
+            fresh = idle()
             if events:
                 add(events, t)
 
