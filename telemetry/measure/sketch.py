@@ -55,14 +55,21 @@ class LogSketch:
         v = float(value)
         self.count += 1
         self.sum += v
-        self.min = min(self.min, v)
-        self.max = max(self.max, v)
+        if v < self.min:
+            self.min = v
+        if v > self.max:
+            self.max = v
         if v <= MIN_VALUE:
             self.zero += 1
             return
-        i = min(max(math.ceil(math.log(v) / self._ln_gamma), self._lo_idx), self._hi_idx)
-        self._grow(i, i)
-        self.counts[i - self.offset] += 1
+        i = math.ceil(math.log(v) / self._ln_gamma)
+        if i < self._lo_idx or i > self._hi_idx:
+            i = min(max(i, self._lo_idx), self._hi_idx)
+        j = i - self.offset
+        if j < 0 or j >= self.counts.size:  # outside the window (or none yet): widen it
+            self._grow(i, i)
+            j = i - self.offset
+        self.counts[j] += 1
 
     def add_many(self, values: np.ndarray | Iterable[float]) -> None:
         """Insert an array of values with one log, one bincount and one slice add."""
