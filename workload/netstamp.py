@@ -1,7 +1,9 @@
 """Kernel receive timestamps: when a read's bytes reached this host, not when the reader got to them.
 
-Linux stamps every received packet; a socket with ``SO_TIMESTAMPNS`` set hands the stamp of a read's first byte to
-``recvmsg`` as ancillary data (a ``struct timespec`` on CLOCK_REALTIME). The client (``users.client``: chunk
+Linux stamps every received packet; a socket with ``SO_TIMESTAMPNS`` set hands ``recvmsg`` a stamp as ancillary data
+(a ``struct timespec`` on CLOCK_REALTIME). On TCP it is the newest segment's the read took bytes from: two segments
+sent 50 ms apart and read at once carry the second's stamp (measured here), so chunks read together share the
+arrival of the last of them. The client (``users.client``: chunk
 arrival times) and the scripted server (``server.core.http``: a request's clock origin) read their sockets this way;
 this module is the one place that turns the option on and decodes the stamp. It lives in the bottom layer because
 it is the only one both the users and the servers may import.
