@@ -39,6 +39,7 @@ from geventhttpclient._parser import HTTPResponseParser
 from geventhttpclient.client import HTTPClient
 from geventhttpclient.response import HTTPParseError, HTTPSocketPoolResponse
 
+import users.headread as headread
 import users.sendstamp as sendstamp
 from users.adapters.base import Answer
 from users.adapters.openai import OPENAI
@@ -55,6 +56,7 @@ _RECV = 16384  # bytes per read: several events when the client falls behind; ch
 _ERROR_BODY_LIMIT = 64 * 1024
 _stamped_read = netstamp.read
 _cfeed = HTTPResponseParser.feed  # the C parser itself (the Python wrapper only adds a HEAD-request repair)
+headread.install()  # the header read kernel-stamped: a first chunk that comes with the headers keeps its arrival
 
 
 @dataclass(slots=True)
@@ -193,6 +195,9 @@ def _read_stream(resp: HTTPSocketPoolResponse, tally: StreamTally, live: LiveReq
         del resp._body_buffer[:]
     resp._on_body = pending.append
     t = perf()
+    arrived = getattr(resp, "arrival", None)  # the header read's kernel stamp (users.headread)
+    if arrived is not None and arrived < t:
+        t = arrived
     if pending:
         take(pending.pop(), t)
     if resp.message_complete or sock is None:
@@ -287,8 +292,8 @@ def _read_all(resp: HTTPSocketPoolResponse, limit: int | None, live: LiveRequest
 
 
 def _arrivals(times: list[float], t_end: float = math.inf) -> np.ndarray:
-    """The chunks' arrival stamps. Body bytes that came with the headers are stamped when this greenlet gets to
-    them (``perf_counter()``), as is a read the kernel did not stamp; every other read by the kernel's arrival time.
+    """The chunks' arrival stamps: each read's by the kernel's arrival time, body bytes that came with the headers by
+    the header read's (:mod:`users.headread`); a read the kernel did not stamp when this greenlet got to it.
     So on a busy client a stamp can lie after a later chunk's arrival, even after the end of the stream (TTFT >
     E2E, once seen in a span check; a last token after the span's end, by 0.12 ms, in another). TCP delivers in
     order: each chunk arrived no later than the next one, and none later than the read that ended the stream
