@@ -118,6 +118,44 @@ def wait_http(url: str, timeout: float = 30.0, proc: Proc | None = None) -> None
     raise AssertionError(f"{url} not ready after {timeout}s ({last})" + (f"\n{proc.output()}" if proc else ""))
 
 
+@contextmanager
+def stamped_pair(sockets=None) -> Iterator[tuple]:
+    """A connected TCP pair on 127.0.0.1, ``(reader, writer)``: the reader kernel-stamped (``SO_TIMESTAMPNS``) and its
+    stamps already flowing. Linux turns receive stamping on for the host in deferred work after the first socket
+    asks, so the packets of the next moments may come unstamped (a netstamp test failed 2 runs of 15 that way when
+    nothing else on the machine had asked): probe bytes are sent and read until one carries a stamp (up to 2 s).
+    ``sockets``: the socket module (``socket``, or ``gevent.socket`` for gevent's sockets)."""
+    import socket as _socket  # noqa: PLC0415
+
+    from workload import netstamp  # noqa: PLC0415
+
+    mod = sockets or _socket
+    listener = mod.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(1)
+    reader = mod.create_connection(listener.getsockname())
+    writer, _ = listener.accept()
+    listener.close()
+    with reader, writer:
+        assert netstamp.enable(reader)
+        raw = getattr(reader, "_sock", reader)  # gevent's socket wraps the OS one
+        deadline = time.monotonic() + 2.0
+        while True:
+            writer.sendall(b".")
+            while True:  # gevent's OS socket does not block: read the probe once it is there, leave nothing behind
+                try:
+                    _data, ancillary, _flags, _addr = raw.recvmsg(16, netstamp.ANCILLARY_SIZE)
+                    break
+                except BlockingIOError:
+                    time.sleep(0.001)
+            if ancillary:
+                break
+            if time.monotonic() > deadline:
+                raise AssertionError("the kernel never stamped a packet within 2 s of SO_TIMESTAMPNS")
+            time.sleep(0.01)
+        yield reader, writer
+
+
 def wait_until(cond, timeout: float = 5.0, interval: float = 0.05) -> bool:
     """Poll ``cond()`` until it is true (True) or ``timeout`` seconds pass (False), yielding to gevent between tries:
     in-process Locust runners (greenlets) make progress while a test waits for them."""

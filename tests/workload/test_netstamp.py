@@ -9,6 +9,7 @@ import time
 
 import pytest
 
+from tests.support import stamped_pair
 from workload import netstamp
 
 
@@ -20,28 +21,9 @@ def test_a_stamp_is_the_kernels_time_on_the_readers_clock_never_after_the_read()
     assert netstamp.stamp([], now=7.0, offset=offset) == 7.0  # no stamp: the read's own time
 
 
-def _stamping(reader: socket.socket, writer: socket.socket) -> None:
-    """Wait (up to 2 s) until the kernel stamps ``reader``'s packets: Linux turns receive stamping on for the whole
-    host in deferred work after the first socket asks, so the packets of the next moments may come unstamped (this
-    test failed 2 runs of 15 that way when nothing else on the machine had asked)."""
-    deadline = time.monotonic() + 2.0
-    while time.monotonic() < deadline:
-        writer.sendall(b".")
-        _data, ancillary, _flags, _addr = reader.recvmsg(16, netstamp.ANCILLARY_SIZE)
-        if ancillary:
-            return
-        time.sleep(0.01)
-    raise AssertionError("the kernel never stamped a packet within 2 s of SO_TIMESTAMPNS")
-
-
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="SO_TIMESTAMPNS is Linux's")
 def test_a_stamped_read_on_a_real_socket_dates_the_bytes_before_the_reader_got_them() -> None:
-    with socket.create_server(("127.0.0.1", 0)) as listener:
-        client = socket.create_connection(listener.getsockname())
-        server, _ = listener.accept()
-    with client, server:
-        assert netstamp.enable(server)
-        _stamping(server, client)
+    with stamped_pair() as (server, client):
         clock = time.perf_counter
         client.sendall(b"hello")
         sent = clock()
@@ -54,13 +36,8 @@ def test_a_stamped_read_on_a_real_socket_dates_the_bytes_before_the_reader_got_t
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="SO_TIMESTAMPNS is Linux's")
 def test_a_read_of_two_segments_carries_the_later_ones_arrival() -> None:
     """Chunks read together share one stamp: the newest segment's, not the first byte's."""
-    with socket.create_server(("127.0.0.1", 0)) as listener:
-        client = socket.create_connection(listener.getsockname())
-        server, _ = listener.accept()
-    with client, server:
+    with stamped_pair() as (server, client):
         client.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        assert netstamp.enable(server)
-        _stamping(server, client)
         clock = time.perf_counter
         client.sendall(b"first")
         first = clock()
