@@ -188,8 +188,10 @@ def _read_stream(resp: HTTPSocketPoolResponse, tally: StreamTally, live: LiveReq
     take = tally.reader(parser)
     pending: list[bytearray] = []
     sock = resp._sock
-    netstamp.enable(sock)  # no socket (the pool took it back): nothing to stamp
-    offset = netstamp.realtime_offset(perf)  # per request
+    offset = getattr(resp, "stamp_offset", None)  # the header read's, stamping on (users.headread): per request
+    if offset is None:
+        netstamp.enable(sock)  # no socket (the pool took it back): nothing to stamp
+        offset = netstamp.realtime_offset(perf)
     if resp._body_buffer:  # body bytes that came with the headers
         pending.append(bytearray(resp._body_buffer))
         del resp._body_buffer[:]

@@ -29,6 +29,9 @@ class StampedResponse(HTTPSocketPoolResponse):
     """geventhttpclient's pooled response whose first header read is kernel-stamped (``arrival``)."""
 
     arrival: float | None = None
+    stamp_offset: float | None = None
+    """The wall-to-``perf_counter()`` offset the header read used, with ``SO_TIMESTAMPNS`` on: the body reads of the
+    same request reuse both (None: this response did not read stamped)."""
 
     def _read_headers(self, pre_buffered: bytes = b"") -> None:
         if not pre_buffered:
@@ -40,14 +43,15 @@ class StampedResponse(HTTPSocketPoolResponse):
         super()._read_headers(pre_buffered)  # b"": nothing read here, it reads (and judges an EOF) itself
 
     def _first_read(self) -> bytes:
-        """The first bytes of the response, stamped; b"" where the socket is not a plain gevent one (the parent then
-        reads) or the peer closed (the parent reads the EOF again and raises its own error)."""
+        """The first bytes of the response, stamped; b"" where the socket is not a plain gevent one or cannot stamp (the
+        parent then reads) or the peer closed (the parent reads the EOF again and raises its own error)."""
         sock = self._sock
         try:
             raw, readable, wait = sock._sock.recvmsg, sock._read_event, sock._wait
         except AttributeError:
             return b""
-        netstamp.enable(sock)
+        if not netstamp.enable(sock):  # the platform cannot stamp: the parent reads
+            return b""
         perf = time.perf_counter
         offset = netstamp.realtime_offset(perf)
         while True:
@@ -62,6 +66,7 @@ class StampedResponse(HTTPSocketPoolResponse):
                 raise
             if data:
                 self.arrival = arrival
+            self.stamp_offset = offset
             return data
 
 

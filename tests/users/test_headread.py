@@ -27,6 +27,7 @@ def test_headers_read_late_keep_the_first_chunks_arrival(cls) -> None:
         arrival = getattr(resp, "arrival", None)
         if cls is StampedResponse:
             assert arrival is not None and abs(arrival - sent) < 0.01 and read - arrival >= 0.07, (arrival, sent, read)
+            assert resp.stamp_offset is not None  # the stream's reads reuse it (users/client.py)
         else:  # geventhttpclient's own: no arrival, the reason for users/headread.py
             assert arrival is None
 
