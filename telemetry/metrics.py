@@ -91,10 +91,18 @@ class ClientMetric:
         return self.prom_name is not None
 
 
+_last_gaps: list = [None, _EMPTY]
+"""(result, its gaps) of the latest :func:`_gaps` call."""
+
+
 def _gaps(r: GenerationResult) -> np.ndarray:
-    """``r.inter_chunk_samples()``, without np.diff's overhead (this runs once per request on the hot path)."""
-    t = r.chunk_times
-    return t[1:] - t[:-1]
+    """``r.inter_chunk_samples()``, without np.diff's overhead (this runs on the hot path). The same array for the same
+    result (a result is frozen): ITL's samples are its gaps when every chunk carries one token, and the recorder
+    bins an array once for both metrics when it sees the same one again (telemetry/measure/recorder.py)."""
+    if _last_gaps[0] is not r:
+        t = r.chunk_times
+        _last_gaps[0], _last_gaps[1] = r, t[1:] - t[:-1]
+    return _last_gaps[1]
 
 
 def _itl(r: GenerationResult) -> np.ndarray:

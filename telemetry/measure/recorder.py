@@ -298,20 +298,27 @@ class Recorder:
                     (vend if at is None else self._vslot(r.meta.version, self._wall(at(r)))).sketches[key].add(v)
         if len(r.chunk_times) < 2:
             return
-        for key, take, hist, windowed, at in _SAMPLES:
+        prev = binned = None  # a metric whose samples are the previous one's (ITL and inter-chunk gaps, when every
+        for key, take, hist, windowed, at in _SAMPLES:  # chunk carries one token) reuses its cell binning
             v = take(r)
             if v.size == 0:
                 continue
             if hist:
                 hs[key].add_many(v)
+            if v is prev and binned is not None and not windowed:
+                sk[key].add_binned(*binned)
+                continue
+            prev, binned = v, None
             if not windowed:
                 sk[key].add_many(v)
-            elif v.min() < 0.0 or v.max() <= MIN_VALUE:  # clock oddity, or nothing but zeros: the generic path
+                continue
+            vmin, vmax = float(v.min()), float(v.max())
+            if vmin < 0.0 or vmax <= MIN_VALUE:  # clock oddity, or nothing but zeros: the generic path
                 sk[key].add_many(v)
                 for seg_slot, seg in self._segments(at(r, v), v):
                     seg_slot.sketches[key].add_many(seg)
             else:
-                self._add_windowed(key, sk[key], v, at(r, v))
+                binned = self._add_windowed(key, sk[key], v, at(r, v), vmin, vmax)
 
     def _version(self, r: GenerationResult) -> Slot | None:
         """The per-version slots: sent at t0, requests and errors at the end; returns the end slot of an ok request
@@ -342,26 +349,27 @@ class Recorder:
             if (ttft := r.ttft_s) is not None:
                 t.ttft.add(ttft)
 
-    def _add_windowed(self, key: str, sketch: LogSketch, values: np.ndarray, perf_times: np.ndarray) -> None:
-        """Samples of metric ``key`` (all >= 0, some > MIN_VALUE; ``perf_times`` sorted): take the logs once; bin for
-        the cell's sketch and, split by time, for the slots' sketches. Zeros — chunks that arrived in one read share
-        its stamp, so a busy client's ITL holds some — are counted as the sketches count them (``zero``)."""
-        n, total, vmin, vmax = int(values.size), float(values.sum()), float(values.min()), float(values.max())
+    def _add_windowed(self, key: str, sketch: LogSketch, values: np.ndarray, perf_times: np.ndarray, vmin: float,
+                      vmax: float) -> tuple:
+        """Samples of metric ``key`` (all >= 0, some > MIN_VALUE, ``vmin``/``vmax`` their extremes; ``perf_times``
+        sorted): take the logs once; bin for the cell's sketch and, split by time, for the slots' sketches. Zeros —
+        chunks that arrived in one read share its stamp, so a busy client's ITL holds some — are counted as the
+        sketches count them (``zero``). Returns the cell sketch's :meth:`~LogSketch.add_binned` arguments."""
+        n, total = int(values.size), float(values.sum())
         positive = None if vmin > MIN_VALUE else values > MIN_VALUE
         logs = np.log(values if positive is None else values[positive])
         zero = n - int(logs.size)
-        idx = sketch.indexes_of_log(logs)
-        lo = int(idx.min())
-        sketch.add_binned(lo, np.bincount(idx - lo, minlength=int(idx.max()) - lo + 1), n, total, vmin, vmax, zero)
+        idx, lo, hi = sketch.index_range(logs)
+        binned = (lo, np.bincount(idx - lo, minlength=hi - lo + 1), n, total, vmin, vmax, zero)
+        sketch.add_binned(*binned)
         slot_idx = np.floor((perf_times + self._wall_offset) / self.slot_s).astype(np.int64)
         first, last = int(slot_idx[0]), int(slot_idx[-1])  # times are sorted
         probe = self._slot_at(first).sketches[key]
-        idx = probe.indexes_of_log(logs)
-        lo = int(idx.min())
-        width = int(idx.max()) - lo + 1
+        idx, lo, hi = probe.index_range(logs)
+        width = hi - lo + 1
         if first == last:
             probe.add_binned(lo, np.bincount(idx - lo, minlength=width), n, total, vmin, vmax, zero)
-            return
+            return binned
         rows = last - first + 1
         at = slot_idx if positive is None else slot_idx[positive]
         grid = np.bincount((at - first) * width + (idx - lo), minlength=rows * width).reshape(rows, width)
@@ -376,6 +384,7 @@ class Recorder:
             self._slot_at(first + int(row)).sketches[key].add_binned(
                 lo, grid[row], int(sizes[row]), float(sums[j]), float(mins[j]), float(maxs[j]),
                 0 if zeros is None else int(zeros[row]))
+        return binned
 
     def _segments(self, perf_times: np.ndarray, values: np.ndarray):
         idx = np.floor((perf_times + self._wall_offset) / self.slot_s).astype(np.int64)

@@ -89,20 +89,18 @@ class LogSketch:
         """(first index, counts per index) of values all > MIN_VALUE; reusable across sketches of this alpha."""
         if positive.size == 0:
             return 0, np.zeros(0, dtype=np.int64)
-        idx = self.indexes(positive)
-        lo, hi = int(idx.min()), int(idx.max())
+        idx, lo, hi = self.index_range(np.log(positive))
         return lo, np.bincount(idx - lo, minlength=hi - lo + 1)
 
-    def indexes(self, positive: np.ndarray) -> np.ndarray:
-        """Bucket index of each value (all > MIN_VALUE), clamped to the bounded range."""
-        return self.indexes_of_log(np.log(positive))
-
-    def indexes_of_log(self, log_values: np.ndarray) -> np.ndarray:
-        """:meth:`indexes` from natural logs already taken (one log serves sketches of several accuracies)."""
+    def index_range(self, log_values: np.ndarray) -> tuple[np.ndarray, int, int]:
+        """(bucket index of each value, lowest, highest) from natural logs already taken (one log serves sketches of
+        several accuracies), clamped to the bounded range; one min and one max over the indexes. Not empty."""
         idx = np.ceil(log_values / self._ln_gamma).astype(np.int64)
-        if idx.size and (idx[0] > self._hi_idx or idx.max() > self._hi_idx or idx.min() < self._lo_idx):
+        lo, hi = int(idx.min()), int(idx.max())
+        if lo < self._lo_idx or hi > self._hi_idx:
             np.minimum(np.maximum(idx, self._lo_idx, out=idx), self._hi_idx, out=idx)
-        return idx
+            lo, hi = min(max(lo, self._lo_idx), self._hi_idx), min(max(hi, self._lo_idx), self._hi_idx)
+        return idx, lo, hi
 
     def add_binned(self, lo: int, binned: np.ndarray, count: int, total: float, vmin: float, vmax: float,
                    zero: int = 0) -> None:

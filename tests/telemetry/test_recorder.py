@@ -36,6 +36,28 @@ def test_itl_takes_k_samples_of_gap_over_k_and_inter_chunk_one_per_chunk():
     assert c.hists["itl"].count == 9 and c.outcomes == {"ok": 1} and c.output_tokens == 10
 
 
+@pytest.mark.parametrize("chunk_tokens", [[1] * 12, [1, 1, 3, 1, 4, 1]])
+def test_the_sample_metrics_cell_sketches_equal_their_own_add_many(chunk_tokens):
+    """ITL and the inter-chunk gaps are one array when every chunk carries one token: the recorder bins it once for
+    both cells' sketches. Each still holds exactly what its own add_many of its samples gives, with zeros (two chunks
+    read together) and with multi-token chunks (where the two differ)."""
+    itl = np.linspace(0.004, 0.03, len(chunk_tokens) - 1)
+    itl[3] = 0.0
+    r = make_result(ttft=0.2, itl=itl, chunk_tokens=chunk_tokens)
+    rec = Recorder()
+    rec.record(r)
+    rec.record(r)  # the second time: the same result again
+    c = rec.cells[("SynthUser", "main", None)]
+    for key, samples in (("itl", r.itl_samples()), ("inter_chunk", r.inter_chunk_samples())):
+        ref = type(c.sketches[key])(c.sketches[key].alpha)
+        ref.add_many(np.concatenate([samples, samples]))
+        got, want = c.sketches[key].to_dict(), ref.to_dict()
+        assert got.pop("s") == pytest.approx(want.pop("s"), rel=1e-12), key
+        assert got == want, key
+    same = len(set(chunk_tokens)) == 1
+    assert (c.sketches["itl"].to_dict() == c.sketches["inter_chunk"].to_dict()) is same
+
+
 def test_failures_are_counted_by_kind_but_not_timed():
     rec = Recorder()
     rec.record(make_result(ok=False, error_kind="timeout"))
