@@ -175,14 +175,13 @@ class LLMUser(FastHttpUser):
             answer=api.answer if conv is None else conv.answer,
             opens_thinking=self.settings.opens_thinking and api.chat,
         )
-        built_s = time.perf_counter() - building
+        call.prompt_build_s = time.perf_counter() - building
         if slot is not None:
             pacer.sleep_until(slot[0])
             t0 = slot[0]
         else:
             t0 = pacer.wait_slot() if pacer is not None else None
         result = exchange(target.http, call, t0, env.llm.inflight, self.settings.count_text)
-        result = replace(result, prompt_build_s=built_s)
         env.events.request.fire(
             request_type="LLM",
             name=call.meta.name,

@@ -74,6 +74,8 @@ class Call:
     """How to read the answer (the adapter's)."""
     opens_thinking: bool = False
     """The prompt ends inside ``<think>`` (R1's chat template): the stream starts as reasoning."""
+    prompt_build_s: float | None = None
+    """How long building this call took (the tokenizer layer: prompt synthesis, counting, body): the result's."""
 
 
 def _kind_of_status(status: int) -> str:
@@ -321,7 +323,7 @@ def _restamped(t: float | None, times: list[float], arrivals: np.ndarray) -> flo
 
 def _base(call: Call, t0: float, t_sent: float, wall: float) -> dict:
     return {"meta": call.meta, "t0": t0, "t_sent": t_sent, "prompt_tokens_client": call.prompt_tokens_client,
-            "wall_start": wall}
+            "wall_start": wall, "prompt_build_s": call.prompt_build_s}
 
 
 def _failed(call: Call, kind: str, message: str, t0: float, t_sent: float, wall: float, tally: StreamTally):
