@@ -94,6 +94,7 @@ def test_streaming_chat_user_sends_its_adapters_body_and_reads_the_stream() -> N
     assert (e["request_type"], e["name"], e["url"], e["exception"]) == ("LLM", r.meta.name, path, None)
     assert e["response_length"] == r.output_tokens and e["context"]["llm_result"] is r
     assert e["response_time"] == pytest.approx(r.e2e_s * 1000.0)
+    assert r.prompt_build_s is not None and r.prompt_build_s > 0.0  # the tokenizer layer: the call's build time
 
 
 def test_streaming_completion_user_sends_a_raw_prompt() -> None:
