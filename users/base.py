@@ -167,7 +167,8 @@ class LLMUser(FastHttpUser):
         call = Call(
             path=target.path,
             body=orjson.dumps(api.body(inp)),
-            headers={**target.headers, HEADER_REQUEST_ID: rid, HEADER_TRACEPARENT: traceparent},
+            headers=target.headers,
+            extra=((HEADER_REQUEST_ID, rid), (HEADER_TRACEPARENT, traceparent)),
             meta=replace(inp.meta, user_class=type(self).__name__, name=self._request_name, request_id=rid,
                          prefix_group=self._prefix_group if self._shares_prefix(slot) else None),
             stream=api.stream,

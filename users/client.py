@@ -39,8 +39,8 @@ from geventhttpclient._parser import HTTPResponseParser
 from geventhttpclient.client import HTTPClient
 from geventhttpclient.response import HTTPParseError, HTTPSocketPoolResponse
 
-import users.headread as headread
 import users.sendstamp as sendstamp
+import users.wire as wire
 from users.adapters.base import Answer
 from users.adapters.openai import OPENAI
 from users.faults import LLMError, StreamFault, quote
@@ -56,7 +56,6 @@ _RECV = 16384  # bytes per read: several events when the client falls behind; ch
 _ERROR_BODY_LIMIT = 64 * 1024
 _stamped_read = netstamp.read
 _cfeed = HTTPResponseParser.feed  # the C parser itself (the Python wrapper only adds a HEAD-request repair)
-headread.install()  # the header read kernel-stamped: a first chunk that comes with the headers keeps its arrival
 
 
 @dataclass(slots=True)
@@ -66,6 +65,7 @@ class Call:
     path: str
     body: bytes
     headers: dict[str, str]
+    """The target's fixed headers (the same for all its requests: rendered once, :mod:`users.wire`)."""
     meta: RequestMeta
     """The request's labels, handed to its result as they are (the same object)."""
     stream: bool
@@ -74,6 +74,8 @@ class Call:
     """How to read the answer (the adapter's)."""
     opens_thinking: bool = False
     """The prompt ends inside ``<think>`` (R1's chat template): the stream starts as reasoning."""
+    extra: tuple[tuple[str, str], ...] = ()
+    """This request's own headers (request id, trace context): rendered with each request."""
     prompt_build_s: float | None = None
     """How long building this call took (the tokenizer layer: prompt synthesis, counting, body): the result's."""
 
@@ -139,7 +141,7 @@ def exchange(
         inflight.add(live)
     try:
         try:
-            resp = http.request("POST", call.path, body=call.body, headers=call.headers)
+            resp = wire.post(http, call.path, call.headers, call.extra, call.body)
         except TimeoutError:
             raise LLMError("timeout", "no response headers within the request timeout") from None
         except HTTPParseError as e:

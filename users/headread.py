@@ -8,7 +8,7 @@ no arrival time and were stamped when the greenlet got to them: every TTFT held 
 ``recvmsg`` with the kernel's stamp (:mod:`workload.netstamp`; a read spanning several segments carries the newest
 one's), kept as ``arrival``; the rest of the header parse is geventhttpclient's own, fed what was read.
 
-    install()                    # once: geventhttpclient's HTTPClient builds StampedResponse objects
+    resp = StampedResponse(sock, pool, method="POST")   # as users.wire reads every LLM request's response
     resp.arrival                 # perf_counter() seconds when the first read's bytes reached the host; None: unknown
 """
 
@@ -17,12 +17,11 @@ from __future__ import annotations
 import errno
 import time
 
-import geventhttpclient.client as _client
 from geventhttpclient.response import HTTPConnectionClosed, HTTPSocketPoolResponse
 
 from workload import netstamp
 
-__all__ = ["StampedResponse", "install"]
+__all__ = ["StampedResponse"]
 
 
 class StampedResponse(HTTPSocketPoolResponse):
@@ -68,8 +67,3 @@ class StampedResponse(HTTPSocketPoolResponse):
                 self.arrival = arrival
             self.stamp_offset = offset
             return data
-
-
-def install() -> None:
-    """Make geventhttpclient's HTTPClient build :class:`StampedResponse` (it names the class at each request)."""
-    _client.HTTPSocketPoolResponse = StampedResponse
