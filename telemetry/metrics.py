@@ -73,6 +73,8 @@ class ClientMetric:
     """``<key>_ms`` per route version (summary ``versions``)."""
     distribution: bool = False
     """A log-binned distribution in the summary's ``histograms`` and a plot in the report."""
+    server: bool = False
+    """Taken from the server's in-band record (``result.server``): None for every request without one."""
 
     @property
     def summary_key(self) -> str:
@@ -196,20 +198,22 @@ CLIENT_METRICS: tuple[ClientMetric, ...] = (
         "server_ttft", "server TTFT", _server("ttft_s"), top=False,
         prom_name="llm_server_time_to_first_token_seconds",
         prom_help="The server's in-band TTFT per request: first scheduled to first token (queue excluded)",
-        bounds=VLLM_TTFT,
+        bounds=VLLM_TTFT, server=True,
     ),
-    ClientMetric("server_queue", "server queue", _server("queue_s"), top=False),
-    ClientMetric("server_generation", "server generation", _server("generation_s"), top=False),
-    ClientMetric("server_mean_itl", "server mean ITL", _server("mean_itl_s"), top=False),
-    ClientMetric("cached_tokens", "cached prompt tokens", _server("cached_tokens"), unit="tokens", top=False),
-    ClientMetric("spec_drafted", "draft tokens", _server("spec_drafted"), unit="tokens", top=False),
-    ClientMetric("spec_accepted", "accepted draft tokens", _server("spec_accepted"), unit="tokens", top=False),
-    ClientMetric("spec_steps", "speculative steps", _server("spec_steps"), unit="steps", top=False),
+    ClientMetric("server_queue", "server queue", _server("queue_s"), top=False, server=True),
+    ClientMetric("server_generation", "server generation", _server("generation_s"), top=False, server=True),
+    ClientMetric("server_mean_itl", "server mean ITL", _server("mean_itl_s"), top=False, server=True),
+    ClientMetric("cached_tokens", "cached prompt tokens", _server("cached_tokens"), unit="tokens", top=False,
+                 server=True),
+    ClientMetric("spec_drafted", "draft tokens", _server("spec_drafted"), unit="tokens", top=False, server=True),
+    ClientMetric("spec_accepted", "accepted draft tokens", _server("spec_accepted"), unit="tokens", top=False,
+                 server=True),
+    ClientMetric("spec_steps", "speculative steps", _server("spec_steps"), unit="steps", top=False, server=True),
     ClientMetric(
         "spec_acceptance", "draft acceptance", _spec_acceptance, unit="ratio", top=False,
         prom_name="llm_spec_acceptance_ratio",
         prom_help="Draft tokens accepted / drafted per request (the server's in-band speculative record)",
-        bounds=RATIO,
+        bounds=RATIO, server=True,
     ),
 )
 """Every client metric, in display order."""

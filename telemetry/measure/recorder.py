@@ -45,6 +45,9 @@ FINE_METRICS = tuple(m.key for m in CLIENT_METRICS if m.distribution and not m.s
 """Per-request metrics of the summary's ``histograms``, also sketched at FINE_ALPHA (one value per request: cheap;
 per-token samples such as ITL are plotted from the cells' sketches)."""
 _VALUES = tuple((m.key, m.take, m.histogram, m.windowed, m.at) for m in CLIENT_METRICS if not m.samples)
+_CLIENT_VALUES = tuple(v for v, m in zip(_VALUES, (m for m in CLIENT_METRICS if not m.samples), strict=True)
+                       if not m.server)
+"""The per-request values of a result without the server's in-band record (the server's would all be None)."""
 _SAMPLES = tuple((m.key, m.take, m.histogram, m.windowed, m.at) for m in CLIENT_METRICS if m.samples)
 SLOT_ALPHA = 0.01
 """Relative accuracy of the per-slot (windowed) sketches: 1 %, half the buckets of the cells' sketches,
@@ -283,7 +286,7 @@ class Recorder:
         if not self.slos or self.slos.request_meets(r):
             c.good += 1
         sk, hs, fine = c.sketches, c.hists, c.fine
-        for key, take, hist, windowed, at in _VALUES:
+        for key, take, hist, windowed, at in (_VALUES if r.server is not None else _CLIENT_VALUES):
             v = take(r)
             if v is None:
                 continue
