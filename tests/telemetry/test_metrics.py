@@ -117,6 +117,19 @@ def test_itl_take_is_the_results_own_definition():
     assert BY_KEY["itl"].take(make_result(tokens=1)).size == 0
 
 
+def test_the_server_flag_marks_exactly_the_metrics_only_the_servers_record_gives():
+    """The recorder skips the ``server`` metrics for a result without the in-band record: each of them must be None
+    there and a value with it, and no other per-request metric may need the record."""
+    bare, full = make_result(tokens=12, end=100.0), make_result(tokens=12, end=100.0, server=IN_BAND)
+    for m in CLIENT_METRICS:
+        if m.samples:
+            continue
+        if m.server:
+            assert m.take(bare) is None and m.take(full) is not None, m.key
+        else:
+            assert m.take(bare) == m.take(full), m.key
+
+
 # ---- every output, from one run -------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
