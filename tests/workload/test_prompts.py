@@ -57,6 +57,28 @@ def test_prompts_differ_between_requests_and_repeat_with_the_seed() -> None:
     assert a[0] == a[1] == c and b != c and c != d
 
 
+def test_short_runs_of_words_come_from_indices_drawn_ahead_from_their_own_rng() -> None:
+    """words() serves short runs from DRAWN indices drawn at once: the first run from a fresh rng is the one a draw
+    of its own length gives, runs go on across refills, and a run from another rng is that rng's, whatever the
+    buffer held."""
+    src, pool = SyntheticPrompts(TOK, chat=False), SyntheticPrompts(TOK, chat=False).words_pool
+    own = "".join(pool[np.random.default_rng(9).integers(0, len(pool), 7)])
+    assert src.words(np.random.default_rng(9), 7) == own
+    rng = np.random.default_rng(5)
+    same = np.random.default_rng(5)
+    first, second = (same.integers(0, len(pool), src.DRAWN) for _ in range(2))
+    full = src.DRAWN // 200  # runs the first draw holds
+    runs = [src.words(rng, 200) for _ in range(full + 2)]  # past the first refill
+    assert all(len(TOK.encode(r, add_special_tokens=False).ids) == 200 for r in runs)
+    assert runs[0] == "".join(pool[first[:200]])
+    assert runs[full - 1] == "".join(pool[first[(full - 1) * 200 : full * 200]])
+    assert runs[full] == "".join(pool[second[:200]])  # the rest of a draw too short for a run: a fresh draw
+    assert src.words(np.random.default_rng(9), 7) == own  # another rng: its own words, not the buffer's
+    a, b = SyntheticPrompts(TOK, chat=True), SyntheticPrompts(TOK, chat=True)
+    ra, rb = np.random.default_rng(11), np.random.default_rng(11)
+    assert [a.build(ra, 40).text for _ in range(60)] == [b.build(rb, 40).text for _ in range(60)]
+
+
 def test_align_targets_the_servers_count() -> None:
     src = SyntheticPrompts(TOK, chat=False)
     src.align(1.0, 7.0)  # the server counts 7 more tokens than the client
