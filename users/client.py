@@ -54,7 +54,6 @@ from workload import netstamp
 
 _RECV = 16384  # bytes per read: several events when the client falls behind; cheaper to allocate than 64 KiB
 _ERROR_BODY_LIMIT = 64 * 1024
-_stamped_read = netstamp.read
 _cfeed = HTTPResponseParser.feed  # the C parser itself (the Python wrapper only adds a HEAD-request repair)
 
 
@@ -221,12 +220,13 @@ def _read_stream(resp: HTTPSocketPoolResponse, tally: StreamTally, live: LiveReq
         # kill, a cancel_wait) raises from the hub switch.
         readable.start(getcurrent().switch)
         wait = sock.hub.switch
+        read_once = netstamp.reader(raw, _RECV, perf, offset)
     try:
         while not resp.message_complete:
             if raw is not None:
                 wait()
                 try:  # t: when the bytes reached this host, not when this greenlet got to read them
-                    data, live.last, t = _stamped_read(raw, _RECV, perf, offset)
+                    data, live.last, t = read_once()
                 except BlockingIOError:  # woken without bytes after all
                     continue
             else:

@@ -11,6 +11,7 @@ it is the only one both the users and the servers may import.
     enable(sock)                                   # False where the platform cannot stamp: reads keep the clock
     offset = realtime_offset(time.perf_counter)    # CLOCK_REALTIME -> the reader's clock
     data, now, t = read(sock.recvmsg, 16384, time.perf_counter, offset)   # t <= now: the kernel's stamp
+    read_once = reader(sock.recvmsg, 16384, time.perf_counter, offset)    # the same, bound for a read loop
 """
 
 from __future__ import annotations
@@ -60,18 +61,25 @@ _OFFSET_NARROW_S = 50e-6
 """A bracket this narrow is as good as it gets (three clock reads take well under a microsecond): stop there."""
 
 
-def stamp(ancillary: list, now: float, offset: float) -> float:
-    """The kernel's arrival time of a read (its ``recvmsg`` ancillary data) on the reader's clock, never later than
-    ``now`` (the read's return on that clock); ``now`` when the read carries no stamp."""
-    if ancillary:
-        sec, ns = _timespec(ancillary[0][2])
-        return min(now, sec + ns * 1e-9 - offset)
-    return now
+def reader(recvmsg: Callable, size: int, clock: Callable[[], float], offset: float) -> Callable[[], tuple]:
+    """:func:`read` with its arguments bound, for a stream's read loop: ``read_once() -> (data, now, arrival)``, one
+    call per read and the stamp decoded inline (the client's per-token path)."""
+    unpack, anc_size = _timespec, ANCILLARY_SIZE
+
+    def read_once() -> tuple[bytes, float, float]:
+        data, ancillary, _flags, _addr = recvmsg(size, anc_size)
+        now = clock()
+        if ancillary:  # the kernel's stamp on CLOCK_REALTIME, moved onto ``clock``; never after the read
+            sec, ns = unpack(ancillary[0][2])
+            t = sec + ns * 1e-9 - offset
+            return data, now, (t if t < now else now)
+        return data, now, now
+
+    return read_once
 
 
 def read(recvmsg: Callable, size: int, clock: Callable[[], float], offset: float) -> tuple[bytes, float, float]:
     """One stamped read: ``(data, now, arrival)`` — ``now`` when the read returned, ``arrival`` when its bytes reached
-    the host (both on ``clock``). ``recvmsg`` is the socket's (an OS socket's bound method); its errors propagate."""
-    data, ancillary, _flags, _addr = recvmsg(size, ANCILLARY_SIZE)
-    now = clock()
-    return data, now, stamp(ancillary, now, offset)
+    the host (both on ``clock``; ``now`` when the read carries no stamp, and never later than it). ``recvmsg`` is
+    the socket's (an OS socket's bound method); its errors propagate."""
+    return reader(recvmsg, size, clock, offset)()

@@ -16,9 +16,15 @@ from workload import netstamp
 def test_a_stamp_is_the_kernels_time_on_the_readers_clock_never_after_the_read() -> None:
     offset = 1000.0  # the wall clock runs 1000 s ahead of the reader's
     anc = [(socket.SOL_SOCKET, netstamp.SO_TIMESTAMPNS, struct.pack("qq", 1005, 250_000_000))]
-    assert netstamp.stamp(anc, now=6.0, offset=offset) == pytest.approx(5.25)  # arrived 0.75 s before the read
-    assert netstamp.stamp(anc, now=5.0, offset=offset) == 5.0  # a stamp "after" the read is clamped to it
-    assert netstamp.stamp([], now=7.0, offset=offset) == 7.0  # no stamp: the read's own time
+
+    def read(ancillary, now):
+        return netstamp.read(lambda size, anc_size: (b"x", ancillary, 0, None), 16, lambda: now, offset)
+
+    assert read(anc, now=6.0) == (b"x", 6.0, pytest.approx(5.25))  # arrived 0.75 s before the read
+    assert read(anc, now=5.0) == (b"x", 5.0, 5.0)  # a stamp "after" the read is clamped to it
+    assert read([], now=7.0) == (b"x", 7.0, 7.0)  # no stamp: the read's own time
+    bound = netstamp.reader(lambda size, anc_size: (b"y" * size, anc, 0, None), 3, lambda: 6.0, offset)
+    assert bound() == (b"yyy", 6.0, pytest.approx(5.25)) and bound() == bound()  # bound once, read many times
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="SO_TIMESTAMPNS is Linux's")
