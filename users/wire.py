@@ -10,7 +10,9 @@ goes out in one write on a pooled socket, and the response is geventhttpclient's
 
 A POST is not retried after a send error (RFC 9110 9.2.2, as geventhttpclient does); a broken send still reads the
 answer the server may have written before it closed (e.g. a 413), which raises when there is none. The pool's
-liveness check of an idle socket before reuse stays the pool's.
+liveness check of an idle socket before reuse stays the pool's. A client that talks through an HTTP proxy (Locust's
+``proxy_host``) sends through geventhttpclient's own ``request``, which writes the proxy's absolute-form request line
+and credentials.
 
     resp = post(http, "/v1/chat/completions", {"Content-Type": "application/json"},
                 (("X-Request-Id", rid), ("traceparent", tp)), body)
@@ -89,6 +91,8 @@ def post(http: HTTPClient, path: str, headers: dict[str, str], extra: tuple[tupl
          body: bytes) -> HTTPSocketPoolResponse:
     """Write the POST on a socket of ``http``'s pool and read the response's headers (geventhttpclient's response,
     kernel-stamped). Raises what the socket and the header parse raise (OSError, TimeoutError, HTTPParseError)."""
+    if http.use_proxy:
+        return http.request("POST", path, body=body, headers={**headers, **dict(extra)})
     data = render(http, path, headers, extra, body)
     pool = http._connection_pool
     sock = pool.get_socket()

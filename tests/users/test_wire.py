@@ -104,3 +104,14 @@ def test_an_exchange_writes_its_call_through_the_writer_and_reads_the_stream() -
     line, fields, sent_body = _parse(seen[0])
     assert line == "POST /v1/completions HTTP/1.1" and sent_body == body
     assert dict(fields)["traceparent"] == EXTRA[1][1] and dict(fields)["Content-Length"] == str(len(body))
+
+
+def test_a_client_behind_a_proxy_sends_through_geventhttpclients_own_request(monkeypatch) -> None:
+    """The proxy wants the absolute-form request line and its credentials: geventhttpclient's request writes those."""
+    http = HTTPClient("127.0.0.1", 8126, proxy_host="127.0.0.1", proxy_port=8127)
+    seen = []
+    monkeypatch.setattr(http, "request", lambda *a, **kw: seen.append((a, kw)) or "response")
+    assert wire.post(http, "/v1/completions", {"Content-Type": "application/json"}, EXTRA, b"{}") == "response"
+    assert seen == [(("POST", "/v1/completions"),
+                     {"body": b"{}", "headers": {"Content-Type": "application/json", **dict(EXTRA)}})]
+
